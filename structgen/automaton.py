@@ -1,0 +1,368 @@
+"""Rule automata: each IR rule becomes a small byte-level DFA whose edges read bytes or call rules.
+
+A rule body is compiled (Thompson construction, then subset construction) into a DFA over the
+alphabet *bytes + calls*: a call edge ``(callee, return_state)`` means "run rule ``callee``,
+then continue at ``return_state``". The stack machine in :mod:`structgen.pda` runs these
+calls on a stack, which is what makes recursion and shared sub-rules free.
+
+A :class:`~structgen.ir.Counted` rule compiles to the DFA of its *item* plus ``min``/``max``;
+its count lives beside the state at run time.
+
+This module also derives, once per grammar, the facts the mask builder needs:
+``nullable`` rules, left-recursion (rejected), the ``follow`` bytes of each rule (which bytes
+may come right after it returns) and a content fingerprint of each rule and everything it calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from .errors import CompileError
+from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Minus, Ref, Repeat, Seq
+
+__all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton"]
+
+#: Above this many unrolled copies a Repeat is rejected: use Counted for large bounds.
+MAX_UNROLL = 4096
+
+
+@dataclass
+class RuleAutomaton:
+    """DFA of one rule. State 0 is the start state.
+
+    For ``counted`` rules the DFA is that of one item, and ``min``/``max`` bound the count.
+    """
+
+    name: str
+    trans: list[dict[int, int]]
+    calls: list[tuple[tuple[int, int], ...]]
+    accept: list[bool]
+    counted: bool = False
+    min: int = 0
+    max: int | None = None
+
+    def signature(self) -> tuple:
+        return (self.counted, self.min, self.max, tuple(tuple(sorted(t.items())) for t in self.trans),
+                tuple(self.calls), tuple(self.accept))
+
+
+@dataclass
+class GrammarAutomaton:
+    rules: list[RuleAutomaton]
+    start: int
+    nullable: list[bool] = field(default_factory=list)
+    follow: list[frozenset[int]] = field(default_factory=list)
+    fingerprints: list[str] = field(default_factory=list)
+
+    def index(self, name: str) -> int:
+        return next(i for i, r in enumerate(self.rules) if r.name == name)
+
+
+# ---------------------------------------------------------------- Thompson NFA per rule
+
+class _NFA:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[frozenset[int], int]]] = []
+        self.calls: list[list[tuple[int, int]]] = []
+
+    def new(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        self.calls.append([])
+        return len(self.eps) - 1
+
+
+def _build(nfa: _NFA, e: Expr, names: dict[str, int], rule: str) -> tuple[int, int]:
+    """Add ``e`` to ``nfa``; return its (entry, exit) states."""
+    s = nfa.new()
+    if isinstance(e, Lit):
+        cur = s
+        for b in e.data:
+            nxt = nfa.new()
+            nfa.edges[cur].append((frozenset((b,)), nxt))
+            cur = nxt
+        return s, cur
+    if isinstance(e, ByteClass):
+        t = nfa.new()
+        nfa.edges[s].append((e.bytes(), t))
+        return s, t
+    if isinstance(e, Ref):
+        t = nfa.new()
+        nfa.calls[s].append((names[e.name], t))
+        return s, t
+    if isinstance(e, Seq):
+        cur = s
+        for item in e.items:
+            a, b = _build(nfa, item, names, rule)
+            nfa.eps[cur].append(a)
+            cur = b
+        return s, cur
+    if isinstance(e, Alt):
+        t = nfa.new()
+        for item in e.items:
+            a, b = _build(nfa, item, names, rule)
+            nfa.eps[s].append(a)
+            nfa.eps[b].append(t)
+        return s, t
+    if isinstance(e, Repeat):
+        hi = e.max if e.max is not None else e.min
+        if hi > MAX_UNROLL:
+            raise CompileError(f"rule '{rule}': repeat bound {hi} is too large to unroll "
+                               f"(limit {MAX_UNROLL}); use a counted rule")
+        cur = s
+        for _ in range(e.min):
+            a, b = _build(nfa, e.item, names, rule)
+            nfa.eps[cur].append(a)
+            cur = b
+        if e.max is None:  # star loop
+            a, b = _build(nfa, e.item, names, rule)
+            nfa.eps[cur].append(a)
+            nfa.eps[b].append(cur)
+            return s, cur
+        end = nfa.new()
+        nfa.eps[cur].append(end)
+        for _ in range(e.max - e.min):
+            a, b = _build(nfa, e.item, names, rule)
+            nfa.eps[cur].append(a)
+            nfa.eps[b].append(end)
+            cur = b
+        return s, end
+    if isinstance(e, Minus):
+        return _embed_minus(nfa, e, names, rule, s)
+    raise CompileError(f"rule '{rule}': unexpected IR node {type(e).__name__}")
+
+
+def _embed_minus(nfa: _NFA, e: Minus, names: dict[str, int], rule: str, s: int) -> tuple[int, int]:
+    """Product of the item's DFA with the trie of excluded strings, embedded into ``nfa``."""
+    sub = _NFA()
+    a, b = _build(sub, e.item, names, rule)
+    dfa = _determinize(sub, a, b, rule)
+    # trie node = the bytes read so far while still a prefix of an excluded string; None = free
+    prefixes = {x[:k] for x in e.excluded for k in range(len(x) + 1)}
+    end = nfa.new()
+    ids: dict[tuple[int, bytes | None], int] = {}
+    todo: list[tuple[int, bytes | None]] = []
+
+    def node(q: int, p: bytes | None) -> int:
+        key = (q, p)
+        if key not in ids:
+            ids[key] = s if not ids else nfa.new()
+            todo.append(key)
+        return ids[key]
+
+    node(0, b"")
+    while todo:
+        q, p = todo.pop()
+        here = ids[(q, p)]
+        if dfa.accept[q] and (p is None or p not in e.excluded):
+            nfa.eps[here].append(end)
+        for byte, t in dfa.trans[q].items():
+            np_ = None if p is None or p + bytes((byte,)) not in prefixes else p + bytes((byte,))
+            nfa.edges[here].append((frozenset((byte,)), node(t, np_)))
+    return s, end
+
+
+def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
+    def close(states) -> frozenset[int]:
+        seen = set(states)
+        todo = list(states)
+        while todo:
+            for t in nfa.eps[todo.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return frozenset(seen)
+
+    first = close([start])
+    index = {first: 0}
+    order = [first]
+    trans: list[dict[int, int]] = []
+    calls: list[tuple[tuple[int, int], ...]] = []
+    accept: list[bool] = []
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        i += 1
+        by_byte: dict[int, set[int]] = {}
+        by_call: dict[int, set[int]] = {}
+        for q in cur:
+            for bs, t in nfa.edges[q]:
+                for b in bs:
+                    by_byte.setdefault(b, set()).add(t)
+            for callee, t in nfa.calls[q]:
+                by_call.setdefault(callee, set()).add(t)
+
+        def target(ts: set[int]) -> int:
+            key = close(ts)
+            if key not in index:
+                index[key] = len(order)
+                order.append(key)
+            return index[key]
+
+        # Group bytes with equal target sets so each distinct set is closed once.
+        groups: dict[frozenset[int], list[int]] = {}
+        for b, ts in by_byte.items():
+            groups.setdefault(frozenset(ts), []).append(b)
+        row: dict[int, int] = {}
+        for ts, bs in groups.items():
+            t = target(set(ts))
+            for b in bs:
+                row[b] = t
+        trans.append(row)
+        calls.append(tuple(sorted((c, target(ts)) for c, ts in by_call.items())))
+        accept.append(final in cur)
+    return RuleAutomaton(name, trans, calls, accept)
+
+
+def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton:
+    if isinstance(body, Counted):
+        nfa = _NFA()
+        a, b = _build(nfa, body.item, names, name)
+        item = _determinize(nfa, a, b, name)
+        if item.accept[0]:
+            raise CompileError(f"counted rule '{name}': the item must not match the empty string")
+        if any(item.accept[q] and item.trans[q] for q in range(len(item.trans))):
+            raise CompileError(f"counted rule '{name}': the item must be prefix-free "
+                               "(no complete item may continue into a longer one)")
+        item.counted, item.min, item.max = True, body.min, body.max
+        return item
+    nfa = _NFA()
+    a, b = _build(nfa, body, names, name)
+    return _determinize(nfa, a, b, name)
+
+
+# ---------------------------------------------------------------- grammar-level analysis
+
+def _nullable(rules: list[RuleAutomaton]) -> list[bool]:
+    null = [r.counted and r.min == 0 for r in rules]
+    changed = True
+    while changed:
+        changed = False
+        for i, r in enumerate(rules):
+            if null[i] or r.counted:
+                continue
+            if _state_nullable(r, 0, null, set()):
+                null[i] = changed = True
+    return null
+
+
+def _state_nullable(r: RuleAutomaton, q: int, null: list[bool], seen: set[int]) -> bool:
+    if r.accept[q]:
+        return True
+    seen.add(q)
+    return any(null[c] and t not in seen and _state_nullable(r, t, null, seen) for c, t in r.calls[q])
+
+
+def _check_left_recursion(rules: list[RuleAutomaton], null: list[bool]) -> None:
+    # Edge r -> c when r can call c before reading any byte.
+    graph: list[set[int]] = []
+    for r in rules:
+        succ: set[int] = set()
+        if not r.counted:
+            todo, seen = [0], {0}
+            while todo:
+                q = todo.pop()
+                for c, t in r.calls[q]:
+                    succ.add(c)
+                    if null[c] and t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+        graph.append(succ)
+    color = [0] * len(rules)
+
+    def visit(i: int, path: list[int]) -> None:
+        color[i] = 1
+        for j in graph[i]:
+            if color[j] == 1:
+                cycle = " -> ".join(rules[k].name for k in path[path.index(j):] + [j])
+                raise CompileError(f"left recursion: {cycle} can call itself without reading "
+                                   "input; rewrite it so each loop reads at least one byte")
+            if color[j] == 0:
+                visit(j, path + [j])
+        color[i] = 2
+
+    for i in range(len(rules)):
+        if color[i] == 0:
+            visit(i, [i])
+
+
+def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
+    # first[i][q]: bytes that may be read first from state q of rule i (through calls).
+    first_rule = [set() for _ in rules]
+    changed = True
+
+    def state_first(i: int, q: int, seen: set[int]) -> set[int]:
+        r = rules[i]
+        out = set(r.trans[q])
+        seen.add(q)
+        for c, t in r.calls[q]:
+            out |= first_rule[c]
+            if null[c] and t not in seen:
+                out |= state_first(i, t, seen)
+        return out
+
+    while changed:
+        changed = False
+        for i, r in enumerate(rules):
+            f = set(r.trans[0]) if r.counted else state_first(i, 0, set())
+            if not f <= first_rule[i]:
+                first_rule[i] |= f
+                changed = True
+    follow = [set() for _ in rules]
+    changed = True
+    while changed:
+        changed = False
+        for i, r in enumerate(rules):
+            if r.counted:
+                continue
+            for q in range(len(r.trans)):
+                for c, t in r.calls[q]:
+                    add = state_first(i, t, set())
+                    if _state_nullable(r, t, null, set()):
+                        add = add | follow[i]
+                    if not add <= follow[c]:
+                        follow[c] |= add
+                        changed = True
+    return [frozenset(f) for f in follow]
+
+
+def _fingerprints(rules: list[RuleAutomaton]) -> list[str]:
+    out = []
+    for i in range(len(rules)):
+        order = [i]
+        pos = {i: 0}
+        k = 0
+        while k < len(order):
+            for c, _ in (call for state_calls in rules[order[k]].calls for call in state_calls):
+                if c not in pos:
+                    pos[c] = len(order)
+                    order.append(c)
+            k += 1
+        parts = []
+        for j in order:
+            r = rules[j]
+            sig = list(r.signature())
+            sig[4] = tuple(tuple((pos[c], t) for c, t in qc) for qc in r.calls)
+            parts.append(repr(sig))
+        out.append(hashlib.sha1("\n".join(parts).encode()).hexdigest()[:20])
+    return out
+
+
+def build_automaton(grammar: Grammar) -> GrammarAutomaton:
+    """Compile every rule of ``grammar`` and run the grammar-level analyses.
+
+    Raises
+    ------
+    CompileError
+        For left recursion or a counted item that is empty or not prefix-free.
+    """
+    grammar = grammar.checked()
+    names = {n: i for i, (n, _) in enumerate(grammar.rules)}
+    rules = [_compile_rule(n, body, names) for n, body in grammar.rules]
+    start = names[grammar.start]
+    null = _nullable(rules)
+    _check_left_recursion(rules, null)
+    return GrammarAutomaton(rules, start, null, _first_and_follow(rules, null, start),
+                            _fingerprints(rules))

@@ -1,0 +1,71 @@
+"""Exception hierarchy: one root, typed leaves, messages that say what, where and how to fix.
+
+Every error structgen raises on purpose is a :class:`StructgenError`; errors about user input
+also subclass :class:`ValueError`, errors during decoding also :class:`RuntimeError`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StructgenError",
+    "SchemaError",
+    "UnsupportedFeatureError",
+    "GrammarError",
+    "CompileError",
+    "DecodingError",
+    "IncompleteGenerationError",
+]
+
+
+class StructgenError(Exception):
+    """Root of every error structgen raises on purpose."""
+
+
+class SchemaError(StructgenError, ValueError):
+    """The JSON schema itself is invalid (not a valid JSON Schema document).
+
+    ``pointer`` is the JSON pointer of the offending subschema ("" for the root).
+    """
+
+    def __init__(self, message: str, *, pointer: str = "") -> None:
+        super().__init__(f"{message} (at JSON pointer '{pointer or '/'}')")
+        self.pointer = pointer
+
+
+class UnsupportedFeatureError(SchemaError):
+    """A valid schema uses a keyword structgen cannot honour exactly.
+
+    structgen never drops a constraint silently: it raises this error naming the keyword and
+    where it is, so the caller can rewrite the schema (or opt into a documented relaxation).
+    """
+
+    def __init__(self, keyword: str, *, pointer: str = "", hint: str = "") -> None:
+        message = f"JSON Schema keyword '{keyword}' is not supported"
+        if hint:
+            message += f": {hint}"
+        super().__init__(message, pointer=pointer)
+        self.keyword = keyword
+
+
+class GrammarError(StructgenError, ValueError):
+    """A grammar (IR or grammar file) is malformed."""
+
+
+class CompileError(StructgenError):
+    """A valid grammar could not be compiled (e.g. it recurses without consuming input)."""
+
+
+class DecodingError(StructgenError, RuntimeError):
+    """Decoding failed: the model, the grammar and the tokens could not agree."""
+
+
+class IncompleteGenerationError(DecodingError):
+    """Generation stopped (token budget, stop condition) before the value was complete.
+
+    ``partial_text`` and ``token_ids`` hold what was generated, so nothing is lost.
+    """
+
+    def __init__(self, message: str, *, partial_text: str, token_ids: list[int]) -> None:
+        super().__init__(message)
+        self.partial_text = partial_text
+        self.token_ids = token_ids

@@ -1,0 +1,250 @@
+"""Grammar IR: frozen, hashable values that every frontend produces.
+
+A :class:`Grammar` is a set of named rules; each rule body is an expression built from
+literals, byte classes, sequences, alternatives, bounded repeats and references to other
+rules. Being frozen dataclasses, IR values hash by content, which makes a grammar its own
+compile-cache key, and ``str()`` prints a readable EBNF-like form.
+
+Example
+-------
+>>> g = Grammar.of("root", root=Seq((Lit(b"["), Ref("digit"), Lit(b"]"))),
+...                digit=ByteClass.of("0-9"))
+>>> print(g)
+root ::= "[" digit "]"
+digit ::= [0-9]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .errors import GrammarError
+
+__all__ = ["seq", "alt", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Minus", "Ref", "Counted", "Expr", "Grammar"]
+
+
+@dataclass(frozen=True)
+class Lit:
+    """Exact bytes."""
+
+    data: bytes
+
+    def __str__(self) -> str:
+        return _quote(self.data)
+
+
+@dataclass(frozen=True)
+class ByteClass:
+    """One byte from a set, stored as sorted inclusive ranges ``((lo, hi), ...)``."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @staticmethod
+    def of(spec: str, *, negate: bool = False) -> "ByteClass":
+        """Build from a regex-like spec of single bytes and ``a-z`` ranges (no escapes but ``\\``)."""
+        chars: set[int] = set()
+        i = 0
+        raw = spec.encode("latin-1")
+        while i < len(raw):
+            if raw[i] == 0x5C and i + 1 < len(raw):  # backslash escapes the next byte
+                i += 1
+            lo = raw[i]
+            if i + 2 < len(raw) and raw[i + 1] == ord("-"):
+                chars.update(range(lo, raw[i + 2] + 1))
+                i += 3
+            else:
+                chars.add(lo)
+                i += 1
+        if negate:
+            chars = set(range(256)) - chars
+        return ByteClass.from_bytes(chars)
+
+    @staticmethod
+    def from_bytes(values: "set[int] | frozenset[int]") -> "ByteClass":
+        ranges: list[tuple[int, int]] = []
+        for b in sorted(values):
+            if ranges and ranges[-1][1] == b - 1:
+                ranges[-1] = (ranges[-1][0], b)
+            else:
+                ranges.append((b, b))
+        return ByteClass(tuple(ranges))
+
+    def bytes(self) -> frozenset[int]:
+        return frozenset(b for lo, hi in self.ranges for b in range(lo, hi + 1))
+
+    def __str__(self) -> str:
+        parts = []
+        for lo, hi in self.ranges:
+            parts.append(_byte(lo) if lo == hi else f"{_byte(lo)}-{_byte(hi)}")
+        return "[" + "".join(parts) + "]"
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple["Expr", ...]
+
+    def __str__(self) -> str:
+        return " ".join(_paren(x) for x in self.items) if self.items else '""'
+
+
+@dataclass(frozen=True)
+class Alt:
+    items: tuple["Expr", ...]
+
+    def __str__(self) -> str:
+        return " | ".join(str(x) for x in self.items)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``item`` repeated ``min`` to ``max`` times (``max=None``: unbounded), unrolled into states.
+
+    Use :class:`Counted` for large bounds: it keeps a counter beside the state instead.
+    """
+
+    item: "Expr"
+    min: int = 0
+    max: int | None = None
+
+    def __str__(self) -> str:
+        inner = _paren(self.item)
+        if (self.min, self.max) == (0, None):
+            return inner + "*"
+        if (self.min, self.max) == (1, None):
+            return inner + "+"
+        if (self.min, self.max) == (0, 1):
+            return inner + "?"
+        return f"{inner}{{{self.min},{'' if self.max is None else self.max}}}"
+
+
+@dataclass(frozen=True)
+class Minus:
+    """``item`` (regular: no :class:`Ref`) minus a finite set of byte strings."""
+
+    item: "Expr"
+    excluded: frozenset[bytes]
+
+    def __str__(self) -> str:
+        return f"({self.item} - {{{', '.join(_quote(x) for x in sorted(self.excluded))}}})"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A call of another rule by name (the automaton keeps calls on a stack)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A whole rule body: ``item`` repeated ``min``..``max`` times, counted beside the state.
+
+    ``item`` must be regular (no :class:`Ref`) and prefix-free (no complete item is a proper
+    prefix of another), as a JSON string character or a whitespace byte is. Token masks of a
+    counted rule are one memoized mask per item state intersected with a per-count bitset.
+    """
+
+    item: "Expr"
+    min: int = 0
+    max: int | None = None
+
+    def __str__(self) -> str:
+        return f"count({self.item}){{{self.min},{'' if self.max is None else self.max}}}"
+
+
+def seq(*items: "Expr") -> "Expr":
+    """A sequence, flattened: nested sequences inlined, empties dropped, adjacent literals merged."""
+    out: list[Expr] = []
+    for x in items:
+        for y in (x.items if isinstance(x, Seq) else (x,)):
+            if isinstance(y, Lit) and out and isinstance(out[-1], Lit):
+                out[-1] = Lit(out[-1].data + y.data)
+            elif not (isinstance(y, Lit) and not y.data):
+                out.append(y)
+    return out[0] if len(out) == 1 else Seq(tuple(out))
+
+
+def alt(*items: "Expr") -> "Expr":
+    """An alternative; a single option stands for itself."""
+    return items[0] if len(items) == 1 else Alt(tuple(items))
+
+
+Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted, Minus]
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """Named rules and a start rule. Rule order is kept (it is part of the cache key)."""
+
+    rules: tuple[tuple[str, Expr], ...]
+    start: str
+
+    @staticmethod
+    def of(start: str, **rules: Expr) -> "Grammar":
+        return Grammar(tuple(rules.items()), start).checked()
+
+    def checked(self) -> "Grammar":
+        """Raise :class:`GrammarError` for undefined references or duplicate rule names."""
+        names = [n for n, _ in self.rules]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise GrammarError(f"rule '{dup}' is defined twice")
+        defined = set(names)
+        if self.start not in defined:
+            raise GrammarError(f"start rule '{self.start}' is not defined")
+        for name, body in self.rules:
+            for ref in _refs(body):
+                if ref not in defined:
+                    raise GrammarError(f"rule '{name}' refers to undefined rule '{ref}'")
+            if isinstance(body, Counted) and any(True for _ in _refs(body.item)):
+                raise GrammarError(f"counted rule '{name}' must not refer to other rules")
+            for node in _nodes(body):
+                if isinstance(node, Minus) and any(True for _ in _refs(node.item)):
+                    raise GrammarError(f"rule '{name}': the left side of a difference must not "
+                                       "refer to other rules")
+        return self
+
+    def __str__(self) -> str:
+        return "\n".join(f"{n} ::= {b}" for n, b in self.rules)
+
+
+def _refs(e: Expr):
+    if isinstance(e, Ref):
+        yield e.name
+    elif isinstance(e, (Seq, Alt)):
+        for x in e.items:
+            yield from _refs(x)
+    elif isinstance(e, (Repeat, Counted, Minus)):
+        yield from _refs(e.item)
+
+
+def _nodes(e: Expr):
+    yield e
+    if isinstance(e, (Seq, Alt)):
+        for x in e.items:
+            yield from _nodes(x)
+    elif isinstance(e, (Repeat, Counted, Minus)):
+        yield from _nodes(e.item)
+
+
+def _paren(e: Expr) -> str:
+    return f"({e})" if isinstance(e, (Alt, Seq)) and len(e.items) > 1 else str(e)
+
+
+def _byte(b: int) -> str:
+    c = chr(b)
+    if c in '\\]-^"':
+        return "\\" + c
+    return c if 0x20 < b < 0x7F else f"\\x{b:02x}"
+
+
+def _quote(data: bytes) -> str:
+    out = []
+    for b in data:
+        c = chr(b)
+        out.append("\\" + c if c in '\\"' else c if 0x20 <= b < 0x7F else f"\\x{b:02x}")
+    return '"' + "".join(out) + '"'

@@ -1,0 +1,307 @@
+"""Exact token masks from a set of stacks, built from memoized per-rule-state facts.
+
+For one stack, the tokens it accepts split in two (the idea behind xgrammar's adaptive mask
+cache, made exact here):
+
+* **inside** tokens never return from the stack's top rule: they depend only on the top
+  frame ``(rule, state)``, so they are computed once, by walking the sorted token index from that
+  frame in isolation, and shared by every stack, every grammar and every schema that contains
+  the same rule (a JSON string body, a number, whitespace) on the same vocabulary;
+* **crossing** tokens return from the rule part-way through (``",`` ``"}`` ``]}``): the isolated
+  walk records their *remainders* (the bytes after the return point), and only those few
+  remainders are walked against the real stack below.
+
+The walk prunes a whole subtree of the token trie at the first byte no stack can read, and only
+records a crossing where the next byte can follow the rule at all (its ``follow`` set), so the
+isolated walk of a JSON string body keeps just the tokens that close the string.
+
+Counted rules (string length bounds, bounded whitespace) store, per token, how many items it
+starts: the mask for count ``c`` is the shared inside mask intersected with "starts at most
+``max - c`` items", a per-count bitset; crossing remainders carry the item count at their return
+point and are kept when ``min <= c + n <= max``.
+
+A set's mask is the union of its stacks' masks, memoized per set; end-of-sequence ids are set
+exactly when the set holds ``ACCEPT``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .pda import ACCEPT, ESCAPE, StackMachine, StackSet
+from .vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
+
+__all__ = ["MaskBuilder", "walk_keys"]
+
+#: Follow sets larger than this are not split per byte when recording crossing tokens.
+_SPLIT_FOLLOW = 24
+
+
+def walk_keys(keys: list[bytes], lcp: list[int], start: StackSet,
+              step_set: Callable[[StackSet, int], StackSet], lo: int = 0, hi: int | None = None,
+              on_escape: Callable[[int, int], None] | None = None) -> list[int]:
+    """Indices of ``keys[lo:hi]`` (sorted) fully readable from ``start``.
+
+    Walks the implicit trie: each trie node is stepped once, and a dead node skips its whole
+    subtree. With ``on_escape``, a node reached with ``ESCAPE`` in its set is reported as
+    ``on_escape(i, depth)`` (``i`` is the first key below the node) and ``ESCAPE`` is dropped.
+    """
+    hi = len(keys) if hi is None else hi
+    if not start or lo >= hi:
+        return []
+    states = [start]
+    accepted: list[int] = []
+    top = 0
+    i = lo
+    while i < hi:
+        key = keys[i]
+        d = min(lcp[i], top) if i > lo else 0
+        del states[d + 1:]
+        s = states[d]
+        n = len(key)
+        while d < n:
+            s = step_set(s, key[d])
+            d += 1
+            if on_escape is not None and ESCAPE in s:
+                on_escape(i, d)
+                s = s - {ESCAPE}
+            if not s:
+                break
+            states.append(s)
+        if d == n and s:
+            accepted.append(i)
+            top = n
+            i += 1
+        else:
+            top = d - 1
+            i = prefix_range_end(keys, key[:d], i + 1, hi)
+    return accepted
+
+
+@dataclass
+class _Remainders:
+    """Crossing tokens of one rule state: sorted distinct remainders and who owns each."""
+
+    keys: list[bytes]
+    lcp: list[int]
+    owners: list[list[tuple[int, int]]]  # per key: (token id, items counted before the return)
+
+    @staticmethod
+    def build(entries: list[tuple[bytes, int, int]]) -> "_Remainders":
+        by: dict[bytes, list[tuple[int, int]]] = {}
+        for rem, tid, n in entries:
+            by.setdefault(rem, []).append((tid, n))
+        keys = sorted(by)
+        lcp = [0] * len(keys)
+        for i in range(1, len(keys)):
+            a, b = keys[i - 1], keys[i]
+            j, m = 0, min(len(a), len(b))
+            while j < m and a[j] == b[j]:
+                j += 1
+            lcp[i] = j
+        return _Remainders(keys, lcp, [by[k] for k in keys])
+
+
+@dataclass
+class _StateFacts:
+    """What a rule state accepts in isolation (shared across grammars on one vocabulary)."""
+
+    inside: np.ndarray  # uint32 bitmask (plain rules) or int32 items-started per token (counted)
+    crossing: _Remainders
+
+
+class MaskBuilder:
+    """Computes and memoizes token masks for one grammar's stack machine on one vocabulary."""
+
+    def __init__(self, machine: StackMachine, vocab: Vocabulary) -> None:
+        self.sm = machine
+        self.vocab = vocab
+        self.index: TokenIndex = vocab.index
+        self._stack_masks: dict[int, np.ndarray] = {}
+        self._set_masks: dict[StackSet, np.ndarray] = {}
+        self._empty = np.zeros(vocab.words, dtype=np.uint32)
+
+    # ---------------------------------------------------------------- public
+
+    def mask(self, stacks: StackSet) -> np.ndarray:
+        """The bitmask of tokens legal from the closed set ``stacks`` (do not modify it)."""
+        got = self._set_masks.get(stacks)
+        if got is None:
+            parts = [self._stack_mask(sid) for sid in stacks]
+            if not parts:
+                got = self._empty
+            elif len(parts) == 1:
+                got = parts[0]
+            else:
+                got = np.bitwise_or.reduce(parts)
+            self._set_masks[stacks] = got
+        return got
+
+    # ---------------------------------------------------------------- per stack
+
+    def _stack_mask(self, sid: int) -> np.ndarray:
+        got = self._stack_masks.get(sid)
+        if got is not None:
+            return got
+        if sid == ACCEPT:
+            got = self.vocab.eos_mask
+        else:
+            rule_i, state, parent = self.sm.frames[sid]
+            rule = self.sm.rules[rule_i]
+            if rule.counted:
+                got = self._counted_stack_mask(rule_i, state, parent)  # type: ignore[arg-type]
+            else:
+                facts = self._plain_facts(sid)
+                crossing = self._crossing_ids(facts.crossing, parent, lambda n: True)
+                got = facts.inside
+                if crossing:
+                    got = got | ids_to_mask(crossing, self.vocab.words)
+        self._stack_masks[sid] = got
+        return got
+
+    def _counted_stack_mask(self, rule_i: int, state: tuple[int, int], parent: int) -> np.ndarray:
+        rule = self.sm.rules[rule_i]
+        count, q = state
+        facts = self._counted_facts(rule_i, q)
+        room = None if rule.max is None else rule.max - count
+        inside = self._inside_upto(facts, room)
+        lo, hi = rule.min - count, (None if rule.max is None else rule.max - count)
+        crossing = self._crossing_ids(
+            facts.crossing, parent, lambda n: n >= lo and (hi is None or n <= hi))
+        return inside | ids_to_mask(crossing, self.vocab.words) if crossing else inside
+
+    def _inside_upto(self, facts: _StateFacts, room: int | None) -> np.ndarray:
+        cache = self.vocab.mask_cache
+        key = ("upto", id(facts), room)
+        got = cache.get(key)
+        if got is None:
+            started = facts.inside
+            ok = started >= 0 if room is None else (started >= 0) & (started <= room)
+            got = np.packbits(np.concatenate([ok, np.zeros(self.vocab.words * 32 - ok.size, bool)]),
+                              bitorder="little").view(np.uint32)
+            cache[key] = got
+        return got
+
+    def _crossing_ids(self, rems: _Remainders, parent: int, keep: Callable[[int], bool]) -> list[int]:
+        if not rems.keys:
+            return []
+        below = self.sm.closure(parent)
+        out: list[int] = []
+        for k in walk_keys(rems.keys, rems.lcp, below, self.sm.step_set):
+            out.extend(tid for tid, n in rems.owners[k] if keep(n))
+        return out
+
+    # ---------------------------------------------------------------- shared facts
+
+    def _facts_key(self, rule_i: int, state: object) -> tuple:
+        a = self.sm.automaton
+        return ("facts", a.fingerprints[rule_i], state, a.follow[rule_i])
+
+    def _plain_facts(self, sid: int) -> _StateFacts:
+        rule_i, state, _ = self.sm.frames[sid]
+        key = self._facts_key(rule_i, state)
+        cache = self.vocab.mask_cache
+        got = cache.get(key)
+        if got is None:
+            got = self._walk_plain(self.sm.isolated(sid), self.sm.automaton.follow[rule_i])
+            cache[key] = got
+        return got
+
+    def _walk_plain(self, iso: int, follow: frozenset[int]) -> _StateFacts:
+        idx = self.index
+        keys = idx.keys
+        entries: list[tuple[bytes, int, int]] = []
+
+        def on_escape(i: int, d: int) -> None:
+            _record_crossing(idx, i, d, follow, 0, entries)
+
+        inside = walk_keys(keys, idx.lcp, frozenset((iso,)), self.sm.step_set, on_escape=on_escape)
+        ids = [t for i in inside for t in idx.ids[i]]
+        return _StateFacts(ids_to_mask(ids, self.vocab.words), _Remainders.build(entries))
+
+    def _counted_facts(self, rule_i: int, q: int) -> _StateFacts:
+        key = self._facts_key(rule_i, q)
+        cache = self.vocab.mask_cache
+        got = cache.get(key)
+        if got is None:
+            got = self._walk_counted(rule_i, q)
+            cache[key] = got
+        return got
+
+    def _walk_counted(self, rule_i: int, q0: int) -> _StateFacts:
+        """Walk the item DFA alone (no stack): per token, items started; crossings at boundaries."""
+        rule = self.sm.rules[rule_i]
+        follow = self.sm.automaton.follow[rule_i]
+        trans, accept = rule.trans, rule.accept
+        idx = self.index
+        keys, lcp = idx.keys, idx.lcp
+        started = np.full(self.vocab.size, -1, dtype=np.int32)
+        entries: list[tuple[bytes, int, int]] = []
+        if q0 == 0:  # at a boundary before reading anything: every token may return at once
+            _record_crossing(idx, -1, 0, follow, 0, entries)
+        # states[d] = (items completed, item state) after keys[i][:d]
+        states: list[tuple[int, int]] = [(0, q0)]
+        top, i, hi = 0, 0, len(keys)
+        while i < hi:
+            key = keys[i]
+            d = min(lcp[i], top) if i > 0 else 0
+            del states[d + 1:]
+            n_done, q = states[d]
+            n = len(key)
+            alive = True
+            while d < n:
+                t = trans[q].get(key[d])
+                d += 1
+                if t is None:
+                    alive = False
+                    break
+                if accept[t]:
+                    n_done, q = n_done + 1, 0
+                    _record_crossing(idx, i, d, follow, n_done, entries, only_longer=True)
+                else:
+                    q = t
+                states.append((n_done, q))
+            if alive:
+                for tid in idx.ids[i]:
+                    started[tid] = n_done + (1 if q != 0 else 0)
+                top = n
+                i += 1
+            else:
+                top = d - 1
+                i = prefix_range_end(keys, key[:d], i + 1, hi)
+        return _StateFacts(started, _Remainders.build(entries))
+
+
+def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n: int,
+                     out: list[tuple[bytes, int, int]], *, only_longer: bool = False) -> None:
+    """Record the tokens below trie node ``keys[i][:d]`` that may continue past the rule's end.
+
+    ``i == -1`` means the root (``d == 0``). With ``only_longer`` the token that ends exactly at the
+    node is skipped (a counted rule already counts it as inside).
+    """
+    keys = idx.keys
+    prefix = keys[i][:d] if i >= 0 else b""
+    lo = i if i >= 0 else 0
+    hi = prefix_range_end(keys, prefix, lo + 1, len(keys)) if prefix else len(keys)
+    if i >= 0 and len(keys[i]) == d:
+        if not only_longer:
+            out.extend((b"", tid, n) for tid in idx.ids[i])
+        lo += 1
+    if lo >= hi:
+        return
+    if len(follow) <= _SPLIT_FOLLOW:
+        for f in sorted(follow):
+            a = bisect_left(keys, prefix + bytes((f,)), lo, hi)
+            b = prefix_range_end(keys, prefix + bytes((f,)), a, hi)
+            for j in range(a, b):
+                rem = keys[j][d:]
+                out.extend((rem, tid, n) for tid in idx.ids[j])
+    else:
+        for j in range(lo, hi):
+            rem = keys[j][d:]
+            if rem[0] in follow:
+                out.extend((rem, tid, n) for tid in idx.ids[j])

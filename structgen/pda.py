@@ -1,0 +1,180 @@
+"""The pushdown runtime: interned call stacks over rule automata, stepped byte by byte.
+
+A *stack* is an interned id for ``(rule, state, parent)``, where ``parent`` is the stack to
+resume (already at the call's return state) when the rule completes. A parse position is a
+*closed set* of stacks: every stack in it can read a byte now, except the marker ``ACCEPT``
+(the start rule has completed, so end-of-sequence is legal). Several stacks live at once
+when the grammar is ambiguous so far (``anyOf`` of two objects that both start ``{"ok":``).
+
+Closing a stack expands what needs no input: calls push the callee, completed rules pop.
+``ESCAPE`` plays the role of ``ACCEPT`` for stacks built *in isolation* on the marker
+``ESCAPE`` as parent: the mask builder walks a rule state alone and records where a token
+leaves it, then finishes those few tokens against the real stack.
+
+Counted rules keep ``(count, item_state)`` as their state; without an upper bound the count
+is capped at ``min`` (beyond it, counts are indistinguishable), so stacks stay finite.
+"""
+
+from __future__ import annotations
+
+from .automaton import GrammarAutomaton
+from .errors import CompileError
+
+__all__ = ["ACCEPT", "ESCAPE", "StackMachine"]
+
+ACCEPT = 0
+ESCAPE = 1
+
+StackSet = frozenset  # frozenset[int]: a closed set of stack ids
+
+
+class StackMachine:
+    """Interns stacks and memoizes closure and byte steps for one grammar automaton.
+
+    Example
+    -------
+    >>> from structgen.ir import Grammar, Lit
+    >>> from structgen.automaton import build_automaton
+    >>> sm = StackMachine(build_automaton(Grammar.of("root", root=Lit(b"ab"))))
+    >>> s = sm.step_bytes(sm.initial(), b"ab")
+    >>> ACCEPT in s
+    True
+    """
+
+    def __init__(self, automaton: GrammarAutomaton) -> None:
+        self.automaton = automaton
+        self.rules = automaton.rules
+        # frames[sid] = (rule, state, parent); sentinels have rule -1.
+        self.frames: list[tuple[int, object, int]] = [(-1, None, -1), (-1, None, -1)]
+        self._ids: dict[tuple[int, object, int], int] = {}
+        self._closure: dict[int, StackSet] = {ACCEPT: frozenset((ACCEPT,)), ESCAPE: frozenset((ESCAPE,))}
+        self._busy: set[int] = set()
+        self._step: dict[tuple[int, int], StackSet] = {}
+        self._step_set: dict[tuple[StackSet, int], StackSet] = {}
+        self._initial: StackSet | None = None
+
+    # -- stacks
+
+    def intern(self, rule: int, state: object, parent: int) -> int:
+        key = (rule, state, parent)
+        sid = self._ids.get(key)
+        if sid is None:
+            sid = len(self.frames)
+            self.frames.append(key)
+            self._ids[key] = sid
+        return sid
+
+    def entry_state(self, rule: int) -> object:
+        return (0, 0) if self.rules[rule].counted else 0
+
+    def isolated(self, sid: int) -> int:
+        """The stack with the same top frame as ``sid`` but ``ESCAPE`` as its parent."""
+        rule, state, _ = self.frames[sid]
+        return self.intern(rule, state, ESCAPE)
+
+    def initial(self) -> StackSet:
+        if self._initial is None:
+            a = self.automaton
+            self._initial = self.closure(self.intern(a.start, self.entry_state(a.start), ACCEPT))
+        return self._initial
+
+    def depth(self, sid: int) -> int:
+        d = 0
+        while sid > ESCAPE:
+            sid = self.frames[sid][2]
+            d += 1
+        return d
+
+    # -- closure and steps
+
+    def closure(self, sid: int) -> StackSet:
+        got = self._closure.get(sid)
+        if got is not None:
+            return got
+        if sid in self._busy:  # build_automaton rejects left recursion; this guards the rest
+            raise CompileError(f"rule '{self.rules[self.frames[sid][0]].name}' recurses "
+                               "without reading input")
+        self._busy.add(sid)
+        try:
+            rule_i, state, parent = self.frames[sid]
+            rule = self.rules[rule_i]
+            out: set[int] = set()
+            if rule.counted:
+                count, q = state  # type: ignore[misc]
+                if q != 0 or rule.max is None or count < rule.max:
+                    out.add(sid)
+                if q == 0 and count >= rule.min:
+                    out |= self.closure(parent)
+            else:
+                q = state  # type: ignore[assignment]
+                if rule.trans[q]:
+                    out.add(sid)
+                for callee, ret in rule.calls[q]:
+                    ret_sid = self.intern(rule_i, ret, parent)
+                    out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+                if rule.accept[q]:
+                    out |= self.closure(parent)
+            result = frozenset(out)
+        finally:
+            self._busy.discard(sid)
+        self._closure[sid] = result
+        return result
+
+    def step(self, sid: int, byte: int) -> StackSet:
+        """Closed set after stack ``sid`` reads ``byte`` (empty when it cannot)."""
+        key = (sid, byte)
+        got = self._step.get(key)
+        if got is not None:
+            return got
+        rule_i, state, parent = self.frames[sid]
+        result: StackSet = frozenset()
+        if rule_i >= 0:
+            rule = self.rules[rule_i]
+            if rule.counted:
+                count, q = state  # type: ignore[misc]
+                t = rule.trans[q].get(byte)
+                if t is not None:
+                    if rule.accept[t]:
+                        cap = rule.max if rule.max is not None else rule.min
+                        nxt = (min(count + 1, cap), 0)
+                    else:
+                        nxt = (count, t)
+                    result = self.closure(self.intern(rule_i, nxt, parent))
+            else:
+                t = rule.trans[state].get(byte)  # type: ignore[call-overload]
+                if t is not None:
+                    result = self.closure(self.intern(rule_i, t, parent))
+        self._step[key] = result
+        return result
+
+    def step_set(self, stacks: StackSet, byte: int) -> StackSet:
+        key = (stacks, byte)
+        got = self._step_set.get(key)
+        if got is None:
+            if len(stacks) == 1:
+                for sid in stacks:
+                    got = self.step(sid, byte)
+            else:
+                acc: set[int] = set()
+                for sid in stacks:
+                    acc |= self.step(sid, byte)
+                got = frozenset(acc)
+            self._step_set[key] = got
+        return got
+
+    def step_bytes(self, stacks: StackSet, data: bytes) -> StackSet:
+        for b in data:
+            stacks = self.step_set(stacks, b)
+            if not stacks:
+                break
+        return stacks
+
+    def next_bytes(self, stacks: StackSet) -> set[int]:
+        """Bytes some stack of ``stacks`` can read next."""
+        out: set[int] = set()
+        for sid in stacks:
+            rule_i, state, _ = self.frames[sid]
+            if rule_i >= 0:
+                rule = self.rules[rule_i]
+                out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
+        return out
