@@ -15,6 +15,7 @@ may come right after it returns) and a content fingerprint of each rule and ever
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from dataclasses import dataclass, field
 
@@ -90,7 +91,7 @@ def _build(nfa: _NFA, e: Expr, names: dict[str, int], rule: str) -> tuple[int, i
         return s, t
     if isinstance(e, Ref):
         t = nfa.new()
-        nfa.calls[s].append((names[e.name], t))
+        nfa.calls[s].append((e.name, t))  # type: ignore[arg-type]  # resolved to an index later
         return s, t
     if isinstance(e, Seq):
         cur = s
@@ -134,13 +135,48 @@ def _build(nfa: _NFA, e: Expr, names: dict[str, int], rule: str) -> tuple[int, i
     raise CompileError(f"rule '{rule}': unexpected IR node {type(e).__name__}")
 
 
+_REGULAR_DFAS: dict[Expr, RuleAutomaton] = {}
+_GROUPS: dict[int, list[list[tuple[int, frozenset[int]]]]] = {}
+
+
+def _byte_groups(dfa: RuleAutomaton) -> list[list[tuple[int, frozenset[int]]]]:
+    """Per state, its byte transitions grouped by target (cached with the cached DFA)."""
+    got = _GROUPS.get(id(dfa))
+    if got is None:
+        got = []
+        for row in dfa.trans:
+            by: dict[int, set[int]] = {}
+            for b, t in row.items():
+                by.setdefault(t, set()).add(b)
+            got.append([(t, frozenset(bs)) for t, bs in by.items()])
+        _GROUPS[id(dfa)] = got
+    return got
+
+
+def _regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
+    """DFA of a reference-free expression, cached per process (JSON characters recur a lot)."""
+    got = _REGULAR_DFAS.get(e)
+    if got is None:
+        sub = _NFA()
+        a, b = _build(sub, e, {}, rule)
+        got = _determinize(sub, a, b, rule)
+        if len(_REGULAR_DFAS) > 4096:
+            _REGULAR_DFAS.clear()
+            _GROUPS.clear()
+        _REGULAR_DFAS[e] = got
+    return got
+
+
 def _embed_minus(nfa: _NFA, e: Minus, names: dict[str, int], rule: str, s: int) -> tuple[int, int]:
     """Product of the item's DFA with the trie of excluded strings, embedded into ``nfa``."""
-    sub = _NFA()
-    a, b = _build(sub, e.item, names, rule)
-    dfa = _determinize(sub, a, b, rule)
+    dfa = _regular_dfa(e.item, rule)
+    groups = _byte_groups(dfa)
     # trie node = the bytes read so far while still a prefix of an excluded string; None = free
     prefixes = {x[:k] for x in e.excluded for k in range(len(x) + 1)}
+    nexts: dict[bytes, set[int]] = {}
+    for p in prefixes:
+        if p:
+            nexts.setdefault(p[:-1], set()).add(p[-1])
     end = nfa.new()
     ids: dict[tuple[int, bytes | None], int] = {}
     todo: list[tuple[int, bytes | None]] = []
@@ -158,9 +194,13 @@ def _embed_minus(nfa: _NFA, e: Minus, names: dict[str, int], rule: str, s: int) 
         here = ids[(q, p)]
         if dfa.accept[q] and (p is None or p not in e.excluded):
             nfa.eps[here].append(end)
-        for byte, t in dfa.trans[q].items():
-            np_ = None if p is None or p + bytes((byte,)) not in prefixes else p + bytes((byte,))
-            nfa.edges[here].append((frozenset((byte,)), node(t, np_)))
+        special = nexts.get(p, set()) if p is not None else set()
+        for t, bs in groups[q]:
+            free = bs - special if special else bs
+            if free:
+                nfa.edges[here].append((free, node(t, None)))
+            for b in bs & special if special else ():
+                nfa.edges[here].append((frozenset((b,)), node(t, p + bytes((b,)))))  # type: ignore[operator]
     return s, end
 
 
@@ -216,11 +256,26 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
     return RuleAutomaton(name, trans, calls, accept)
 
 
+_RULES: dict[Expr, RuleAutomaton] = {}
+
+
 def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton:
+    """The rule's automaton; bodies recur across schemas, so their DFAs are cached by content."""
+    cached = _RULES.get(body)
+    if cached is None:
+        cached = _compile_body(name, body)
+        if len(_RULES) > 4096:
+            _RULES.clear()
+        _RULES[body] = cached
+    calls = [tuple((names[c], t) for c, t in qc) for qc in cached.calls]  # type: ignore[index]
+    return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min, cached.max)
+
+
+def _compile_body(name: str, body: Expr) -> RuleAutomaton:
+    names: dict[str, int] = {}
     if isinstance(body, Counted):
-        nfa = _NFA()
-        a, b = _build(nfa, body.item, names, name)
-        item = _determinize(nfa, a, b, name)
+        cached = _regular_dfa(body.item, name)
+        item = RuleAutomaton(name, cached.trans, cached.calls, cached.accept)
         if item.accept[0]:
             raise CompileError(f"counted rule '{name}': the item must not match the empty string")
         if any(item.accept[q] and item.trans[q] for q in range(len(item.trans))):
@@ -328,7 +383,9 @@ def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
     return [frozenset(f) for f in follow]
 
 
-def _fingerprints(rules: list[RuleAutomaton]) -> list[str]:
+def _fingerprints(rules: list[RuleAutomaton], bodies: list[Expr]) -> list[str]:
+    """A digest per rule of its IR and that of every rule it can call (names included)."""
+    digests = [_digest(b) for b in bodies]
     out = []
     for i in range(len(rules)):
         order = [i]
@@ -340,14 +397,22 @@ def _fingerprints(rules: list[RuleAutomaton]) -> list[str]:
                     pos[c] = len(order)
                     order.append(c)
             k += 1
-        parts = []
-        for j in order:
-            r = rules[j]
-            sig = list(r.signature())
-            sig[4] = tuple(tuple((pos[c], t) for c, t in qc) for qc in r.calls)
-            parts.append(repr(sig))
+        parts = [rules[j].name + "=" + digests[j] for j in order]
         out.append(hashlib.sha1("\n".join(parts).encode()).hexdigest()[:20])
     return out
+
+
+_DIGESTS: dict[Expr, str] = {}
+
+
+def _digest(body: Expr) -> str:
+    got = _DIGESTS.get(body)
+    if got is None:
+        got = hashlib.sha1(repr(body).encode()).hexdigest()[:20]
+        if len(_DIGESTS) > 4096:
+            _DIGESTS.clear()
+        _DIGESTS[body] = got
+    return got
 
 
 def build_automaton(grammar: Grammar) -> GrammarAutomaton:
@@ -359,10 +424,21 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
         For left recursion or a counted item that is empty or not prefix-free.
     """
     grammar = grammar.checked()
+    # Building creates many small containers; the cyclic collector only slows that down.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _build_automaton(grammar)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _build_automaton(grammar: Grammar) -> GrammarAutomaton:
     names = {n: i for i, (n, _) in enumerate(grammar.rules)}
     rules = [_compile_rule(n, body, names) for n, body in grammar.rules]
     start = names[grammar.start]
     null = _nullable(rules)
     _check_left_recursion(rules, null)
     return GrammarAutomaton(rules, start, null, _first_and_follow(rules, null, start),
-                            _fingerprints(rules))
+                            _fingerprints(rules, [body for _, body in grammar.rules]))
