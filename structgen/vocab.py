@@ -19,6 +19,7 @@ Example
 from __future__ import annotations
 
 import hashlib
+import re
 import weakref
 from bisect import bisect_left
 from functools import cached_property
@@ -42,6 +43,7 @@ def _gpt2_unicode_to_byte() -> dict[str, int]:
 
 
 _GPT2 = _gpt2_unicode_to_byte()
+_CONTROL = re.compile(r"^(<[^<>\s]+>|\[[A-Za-z_]+\])$")
 
 
 class TokenIndex:
@@ -159,10 +161,13 @@ class Vocabulary:
         special = set(getattr(tokenizer, "all_special_ids", []) or [])
         added_text: dict[int, str] = {}
         for tid, tok in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items():
-            if getattr(tok, "special", False):
+            content = str(getattr(tok, "content", tok))
+            # Gemma leaves markers like <start_of_image> and [multimodal] unflagged: treat
+            # bracketed single words as control tokens too, never as text.
+            if getattr(tok, "special", False) or _CONTROL.match(content):
                 special.add(int(tid))
             else:
-                added_text[int(tid)] = str(tok.content if hasattr(tok, "content") else tok)
+                added_text[int(tid)] = content
         tokens: list[bytes | None] = []
         for tid, piece in enumerate(pieces):
             if tid in special or piece is None:
