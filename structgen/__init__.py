@@ -10,7 +10,7 @@ Example
 (True, 'alse')
 """
 
-from .compiler import CompiledGrammar, Compiler, compile_json_schema
+from .compiler import CompiledGrammar, Compiler, compile_json_schema, prepare_vocabulary
 from .errors import (
     CompileError,
     DecodingError,
@@ -40,4 +40,5 @@ __all__ = [
     "UnsupportedFeatureError",
     "Vocabulary",
     "compile_json_schema",
+    "prepare_vocabulary",
 ]

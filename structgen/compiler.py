@@ -26,7 +26,7 @@ from .matcher import Matcher
 from .pda import ACCEPT, StackMachine, StackSet
 from .vocab import Vocabulary, vocabulary_for
 
-__all__ = ["CompiledGrammar", "Compiler", "compile_json_schema"]
+__all__ = ["CompiledGrammar", "Compiler", "compile_json_schema", "prepare_vocabulary"]
 
 Whitespace = Literal["flexible", "compact"]
 _MAX_FORCED = 4096
@@ -168,6 +168,33 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     (True, True, 'reen"')
     """
     return _compiler_for(tokenizer).json_schema(schema, whitespace=whitespace)
+
+
+def prepare_vocabulary(tokenizer: Any) -> Vocabulary:
+    """Build a tokenizer's vocabulary and precompute the masks every JSON grammar shares.
+
+    The token masks of shared primitives (the inside of a JSON string, numbers, whitespace) take
+    the longest to compute; this computes them now, and they are cached on disk (see
+    ``STRUCTGEN_CACHE_DIR``), so later processes and schemas only pay for what is theirs.
+
+    Example
+    -------
+    >>> from structgen.vocab import Vocabulary
+    >>> vocab = prepare_vocabulary(Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256]))
+    >>> vocab.size
+    257
+    """
+    vocab = vocabulary_for(tokenizer)
+    single = {data[0]: tid for tid, data in enumerate(vocab.tokens) if data and len(data) == 1}
+    sample = {"k": ["s\u00e9", -1.5e3, 7, True, None, {}, []]}
+    for whitespace, text in (("compact", json.dumps(sample, separators=(",", ":"))),
+                             ("flexible", json.dumps(sample, indent=2))):
+        m = compile_json_schema(True, vocab, whitespace=whitespace).matcher()
+        for b in text.encode():
+            m.mask_words()
+            if b not in single or not m.advance(single[b]):
+                break
+    return vocab
 
 
 _COMPILERS: dict[str, Compiler] = {}

@@ -26,12 +26,17 @@ exactly when the set holds ``ACCEPT``.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
+import time
 from bisect import bisect_left
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from ._cache import atomic_write_bytes, cache_dir
 from .pda import ACCEPT, ESCAPE, StackMachine, StackSet
 from .vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
 
@@ -39,6 +44,9 @@ __all__ = ["MaskBuilder", "walk_keys"]
 
 #: Follow sets larger than this are not split per byte when recording crossing tokens.
 _SPLIT_FOLLOW = 24
+#: State facts that took longer than this to compute are kept on disk (shared primitives:
+#: JSON string bodies, numbers, whitespace), keyed by vocabulary and rule fingerprints.
+_DISK_CACHE_AFTER_S = 0.05
 
 
 def walk_keys(keys: list[bytes], lcp: list[int], start: StackSet,
@@ -201,15 +209,26 @@ class MaskBuilder:
         a = self.sm.automaton
         return ("facts", a.fingerprints[rule_i], state, a.follow[rule_i])
 
-    def _plain_facts(self, sid: int) -> _StateFacts:
-        rule_i, state, _ = self.sm.frames[sid]
-        key = self._facts_key(rule_i, state)
+    def _cached_facts(self, key: tuple, compute: Callable[[], _StateFacts]) -> _StateFacts:
+        """Facts from memory, else from the disk cache, else computed (and saved when slow)."""
         cache = self.vocab.mask_cache
         got = cache.get(key)
         if got is None:
-            got = self._walk_plain(self.sm.isolated(sid), self.sm.automaton.follow[rule_i])
+            path = _disk_path(self.vocab, key)
+            got = _load(path)
+            if got is None:
+                started = time.perf_counter()
+                got = compute()
+                if time.perf_counter() - started > _DISK_CACHE_AFTER_S:
+                    _save(path, got)
             cache[key] = got
         return got
+
+    def _plain_facts(self, sid: int) -> _StateFacts:
+        rule_i, state, _ = self.sm.frames[sid]
+        return self._cached_facts(
+            self._facts_key(rule_i, state),
+            lambda: self._walk_plain(self.sm.isolated(sid), self.sm.automaton.follow[rule_i]))
 
     def _walk_plain(self, iso: int, follow: frozenset[int]) -> _StateFacts:
         idx = self.index
@@ -224,13 +243,7 @@ class MaskBuilder:
         return _StateFacts(ids_to_mask(ids, self.vocab.words), _Remainders.build(entries))
 
     def _counted_facts(self, rule_i: int, q: int) -> _StateFacts:
-        key = self._facts_key(rule_i, q)
-        cache = self.vocab.mask_cache
-        got = cache.get(key)
-        if got is None:
-            got = self._walk_counted(rule_i, q)
-            cache[key] = got
-        return got
+        return self._cached_facts(self._facts_key(rule_i, q), lambda: self._walk_counted(rule_i, q))
 
     def _walk_counted(self, rule_i: int, q0: int) -> _StateFacts:
         """Walk the item DFA alone (no stack): per token, items started; crossings at boundaries."""
@@ -274,6 +287,27 @@ class MaskBuilder:
                 top = d - 1
                 i = prefix_range_end(keys, key[:d], i + 1, hi)
         return _StateFacts(started, _Remainders.build(entries))
+
+
+def _disk_path(vocab: Vocabulary, key: tuple) -> Path:
+    digest = hashlib.sha1(repr((key[1], key[2], sorted(key[3]))).encode()).hexdigest()[:24]
+    return cache_dir() / "facts" / vocab.fingerprint / f"{digest}.pkl"
+
+
+def _load(path: Path) -> _StateFacts | None:
+    try:
+        with open(path, "rb") as f:
+            got = pickle.load(f)
+        return got if isinstance(got, _StateFacts) else None
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+        return None
+
+
+def _save(path: Path, facts: _StateFacts) -> None:
+    try:
+        atomic_write_bytes(path, pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError:
+        pass  # a read-only cache directory costs speed, never correctness
 
 
 def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n: int,
