@@ -35,9 +35,8 @@ $(BENCH_STAMP): $(STAMP)
 	touch $@
 
 bench: $(BENCH_STAMP)
-	@if [ -f benchmarks/run.py ]; then $(PY) benchmarks/run.py; \
-	elif [ -d benchmarks ]; then $(PY) -m pytest -q benchmarks; \
-	else echo "no benchmarks/ yet"; fi
+	$(PY) benchmarks/engine.py --whitespace compact
+	$(PY) benchmarks/engine.py --whitespace flexible
 
 clean-venv:
 	rm -rf $(VENV)
