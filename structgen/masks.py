@@ -51,16 +51,29 @@ _DISK_CACHE_AFTER_S = 0.05
 
 def walk_keys(keys: list[bytes], lcp: list[int], start: StackSet,
               step_set: Callable[[StackSet, int], StackSet], lo: int = 0, hi: int | None = None,
-              on_escape: Callable[[int, int], None] | None = None) -> list[int]:
+              on_escape: Callable[[int, int], None] | None = None,
+              first_bytes: "set[int] | None" = None) -> list[int]:
     """Indices of ``keys[lo:hi]`` (sorted) fully readable from ``start``.
 
     Walks the implicit trie: each trie node is stepped once, and a dead node skips its whole
     subtree. With ``on_escape``, a node reached with ``ESCAPE`` in its set is reported as
     ``on_escape(i, depth)`` (``i`` is the first key below the node) and ``ESCAPE`` is dropped.
+    ``first_bytes`` (the bytes ``start`` can read) lets the walk jump straight to those subtrees.
     """
     hi = len(keys) if hi is None else hi
     if not start or lo >= hi:
         return []
+    if first_bytes is not None and len(first_bytes) < 128:
+        out: list[int] = []
+        if not keys[lo]:  # an empty key (a remainder) is readable from any live set
+            out.append(lo)
+            lo += 1
+        for b in sorted(first_bytes):
+            a = bisect_left(keys, bytes((b,)), lo, hi)
+            z = prefix_range_end(keys, bytes((b,)), a, hi)
+            if a < z:
+                out += walk_keys(keys, lcp, start, step_set, a, z, on_escape)
+        return out
     states = [start]
     accepted: list[int] = []
     top = 0
@@ -199,7 +212,8 @@ class MaskBuilder:
             return []
         below = self.sm.closure(parent)
         out: list[int] = []
-        for k in walk_keys(rems.keys, rems.lcp, below, self.sm.step_set):
+        for k in walk_keys(rems.keys, rems.lcp, below, self.sm.step_set,
+                           first_bytes=self.sm.next_bytes(below)):
             out.extend(tid for tid, n in rems.owners[k] if keep(n))
         return out
 
@@ -238,7 +252,9 @@ class MaskBuilder:
         def on_escape(i: int, d: int) -> None:
             _record_crossing(idx, i, d, follow, 0, entries)
 
-        inside = walk_keys(keys, idx.lcp, frozenset((iso,)), self.sm.step_set, on_escape=on_escape)
+        start = frozenset((iso,))
+        inside = walk_keys(keys, idx.lcp, start, self.sm.step_set, on_escape=on_escape,
+                           first_bytes=self.sm.next_bytes(start))
         ids = [t for i in inside for t in idx.ids[i]]
         return _StateFacts(ids_to_mask(ids, self.vocab.words), _Remainders.build(entries))
 
