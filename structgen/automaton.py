@@ -29,10 +29,59 @@ MAX_UNROLL = 4096
 
 
 @dataclass
+class Guard:
+    """Excluded item sequences of a counted rule, as a trie over item spellings.
+
+    A guard state is ``(node, partial)``: the trie node of the items read so far and the bytes of
+    the item being read; ``None`` once the items left every excluded word (then it stays free).
+    """
+
+    children: list[dict[bytes, int]]
+    complete: list[bool]
+    prefixes: list[frozenset[bytes]]
+
+    @staticmethod
+    def build(words: "frozenset[tuple[frozenset[bytes], ...]]") -> "Guard":
+        children: list[dict[bytes, int]] = [{}]
+        complete = [False]
+        for word in sorted(words, key=lambda w: [sorted(p) for p in w]):
+            node = 0
+            for spellings in word:
+                # Spellings of one position share a child: they are the same character.
+                child = next((children[node][s] for s in spellings if s in children[node]), None)
+                if child is None:
+                    child = len(children)
+                    children.append({})
+                    complete.append(False)
+                for s in spellings:
+                    children[node][s] = child
+                node = child
+            complete[node] = True
+        prefixes = [frozenset(s[:k] for s in kids for k in range(len(s) + 1)) for kids in children]
+        return Guard(children, complete, prefixes)
+
+    def step(self, g: "tuple[int, bytes] | None", byte: int, item_done: bool) -> "tuple[int, bytes] | None":
+        if g is None:
+            return None
+        node, partial = g
+        partial += bytes((byte,))
+        if partial not in self.prefixes[node]:
+            return None
+        if item_done:
+            child = self.children[node].get(partial)
+            return None if child is None else (child, b"")
+        return (node, partial)
+
+    def blocks_end(self, g: "tuple[int, bytes] | None") -> bool:
+        return g is not None and not g[1] and self.complete[g[0]]
+
+
+@dataclass
 class RuleAutomaton:
     """DFA of one rule. State 0 is the start state.
 
-    For ``counted`` rules the DFA is that of one item, and ``min``/``max`` bound the count.
+    For ``counted`` rules the DFA is that of one item, ``min``/``max`` bound the count, and an
+    optional ``guard`` forbids ending on an excluded item sequence.
     """
 
     name: str
@@ -42,10 +91,8 @@ class RuleAutomaton:
     counted: bool = False
     min: int = 0
     max: int | None = None
-
-    def signature(self) -> tuple:
-        return (self.counted, self.min, self.max, tuple(tuple(sorted(t.items())) for t in self.trans),
-                tuple(self.calls), tuple(self.accept))
+    guard: Guard | None = None
+    item_digest: str = ""
 
 
 @dataclass
@@ -268,7 +315,8 @@ def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton
             _RULES.clear()
         _RULES[body] = cached
     calls = [tuple((names[c], t) for c, t in qc) for qc in cached.calls]  # type: ignore[index]
-    return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min, cached.max)
+    return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min,
+                         cached.max, cached.guard, cached.item_digest)
 
 
 def _compile_body(name: str, body: Expr) -> RuleAutomaton:
@@ -282,6 +330,8 @@ def _compile_body(name: str, body: Expr) -> RuleAutomaton:
             raise CompileError(f"counted rule '{name}': the item must be prefix-free "
                                "(no complete item may continue into a longer one)")
         item.counted, item.min, item.max = True, body.min, body.max
+        item.guard = Guard.build(body.exclude) if body.exclude else None
+        item.item_digest = _digest(body.item)
         return item
     nfa = _NFA()
     a, b = _build(nfa, body, names, name)

@@ -146,14 +146,24 @@ class Counted:
     ``item`` must be regular (no :class:`Ref`) and prefix-free (no complete item is a proper
     prefix of another), as a JSON string character or a whitespace byte is. Token masks of a
     counted rule are one memoized mask per item state intersected with a per-count bitset.
+
+    ``exclude`` lists item sequences the rule must not match as a whole: each word is a tuple of
+    positions, each position the set of spellings of one item (a JSON key ``"ab"`` is excluded in
+    every spelling of ``a`` and of ``b``). The exclusion only bites when the rule ends, so inside
+    the rule the shared per-state masks still apply.
     """
 
     item: "Expr"
     min: int = 0
     max: int | None = None
+    exclude: frozenset[tuple[frozenset[bytes], ...]] = frozenset()
 
     def __str__(self) -> str:
-        return f"count({self.item}){{{self.min},{'' if self.max is None else self.max}}}"
+        text = f"count({self.item}){{{self.min},{'' if self.max is None else self.max}}}"
+        if self.exclude:
+            words = sorted(b"".join(min(p) for p in w).decode("utf-8", "replace") for w in self.exclude)
+            text += f" except {words}"
+        return text
 
 
 def seq(*items: "Expr") -> "Expr":

@@ -31,7 +31,7 @@ import re
 from typing import Any, Literal
 
 from .errors import SchemaError, UnsupportedFeatureError
-from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Minus, Ref, Repeat, Seq, alt, seq
+from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 
 __all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "IGNORED_KEYWORDS"]
 
@@ -335,29 +335,17 @@ class _Converter:
         return alt(*options)
 
     def key_except(self, defined: set[str]) -> Expr:
-        """A JSON string whose decoded value is none of ``defined``."""
+        """A JSON string whose decoded value is none of ``defined``, however it is spelt.
+
+        The body is the shared JSON-string counter with the defined keys excluded (every
+        spelling of every character), so masks inside the key stay the shared string masks.
+        """
         if not defined:
             return self.primitive("string")
         digest = hashlib.sha1(json.dumps(sorted(defined)).encode()).hexdigest()[:10]
-        name = f"key_except_{digest}"
-        if name in self.rules:
-            return Ref(name)
-        self.primitive("string")
-        return self.rule(name, seq(Lit(b'"'), self._key_node("", defined)))
-
-    def _key_node(self, prefix: str, defined: set[str]) -> Expr:
-        # Inside a key after reading ``prefix`` (decoded): close, follow a defined key further,
-        # or leave every defined key behind (then any characters may follow).
-        children = sorted({k[len(prefix)] for k in defined if k.startswith(prefix) and len(k) > len(prefix)})
-        options: list[Expr] = []
-        if prefix not in defined:
-            options.append(Lit(b'"'))
-        for ch in children:
-            enc = alt(*(Lit(e) for e in _char_encodings(ch)))
-            options.append(seq(enc, self._key_node(prefix + ch, defined)))
-        excluded = frozenset(e for ch in children for e in _char_encodings(ch))
-        options.append(seq(Minus(JSON_CHAR, excluded), Ref("chars"), Lit(b'"')))
-        return alt(*options)
+        words = frozenset(tuple(frozenset(_char_encodings(ch)) for ch in key) for key in defined)
+        chars = self.rule(f"chars_except_{digest}", Counted(JSON_CHAR, 0, None, words))
+        return self.rule(f"key_except_{digest}", seq(Lit(b'"'), chars, Lit(b'"')))
 
     def array_of(self, item: Ref) -> Expr:
         ws = self.ws

@@ -109,13 +109,14 @@ class _Remainders:
 
     keys: list[bytes]
     lcp: list[int]
-    owners: list[list[tuple[int, int]]]  # per key: (token id, items counted before the return)
+    # per key: (token id, items counted before the return, byte offset of the return)
+    owners: list[list[tuple[int, int, int]]]
 
     @staticmethod
-    def build(entries: list[tuple[bytes, int, int]]) -> "_Remainders":
-        by: dict[bytes, list[tuple[int, int]]] = {}
-        for rem, tid, n in entries:
-            by.setdefault(rem, []).append((tid, n))
+    def build(entries: list[tuple[bytes, int, int, int]]) -> "_Remainders":
+        by: dict[bytes, list[tuple[int, int, int]]] = {}
+        for rem, tid, n, d in entries:
+            by.setdefault(rem, []).append((tid, n, d))
         keys = sorted(by)
         lcp = [0] * len(keys)
         for i in range(1, len(keys)):
@@ -177,22 +178,28 @@ class MaskBuilder:
                 got = self._counted_stack_mask(rule_i, state, parent)  # type: ignore[arg-type]
             else:
                 facts = self._plain_facts(sid)
-                crossing = self._crossing_ids(facts.crossing, parent, lambda n: True)
+                crossing = self._crossing_ids(facts.crossing, parent, lambda tid, n, d: True)
                 got = facts.inside
                 if crossing:
                     got = got | ids_to_mask(crossing, self.vocab.words)
         self._stack_masks[sid] = got
         return got
 
-    def _counted_stack_mask(self, rule_i: int, state: tuple[int, int], parent: int) -> np.ndarray:
+    def _counted_stack_mask(self, rule_i: int, state: tuple, parent: int) -> np.ndarray:
         rule = self.sm.rules[rule_i]
-        count, q = state
+        count, q = state[0], state[1]
+        guard = state[2] if rule.guard is not None else None
         facts = self._counted_facts(rule_i, q)
         room = None if rule.max is None else rule.max - count
-        inside = self._inside_upto(facts, room)
+        inside = self._inside_upto(facts, room)  # ending is what a guard restricts, not this
         lo, hi = rule.min - count, (None if rule.max is None else rule.max - count)
-        crossing = self._crossing_ids(
-            facts.crossing, parent, lambda n: n >= lo and (hi is None or n <= hi))
+
+        def keep(tid: int, n: int, d: int) -> bool:
+            if n < lo or (hi is not None and n > hi):
+                return False
+            return guard is None or self._guard_allows_end(rule_i, q, guard, self.vocab.tokens[tid][:d])
+
+        crossing = self._crossing_ids(facts.crossing, parent, keep)
         return inside | ids_to_mask(crossing, self.vocab.words) if crossing else inside
 
     def _inside_upto(self, facts: _StateFacts, room: int | None) -> np.ndarray:
@@ -207,14 +214,26 @@ class MaskBuilder:
             cache[key] = got
         return got
 
-    def _crossing_ids(self, rems: _Remainders, parent: int, keep: Callable[[int], bool]) -> list[int]:
+    def _guard_allows_end(self, rule_i: int, q: int, guard: tuple, data: bytes) -> bool:
+        """Whether the counted rule may end after reading ``data`` from item state ``q``."""
+        rule = self.sm.rules[rule_i]
+        g = guard
+        for b in data:
+            t = rule.trans[q][b]
+            done = rule.accept[t]
+            g = rule.guard.step(g, b, done)  # type: ignore[union-attr]
+            q = 0 if done else t
+        return not rule.guard.blocks_end(g)  # type: ignore[union-attr]
+
+    def _crossing_ids(self, rems: _Remainders, parent: int,
+                      keep: Callable[[int, int, int], bool]) -> list[int]:
         if not rems.keys:
             return []
         below = self.sm.closure(parent)
         out: list[int] = []
         for k in walk_keys(rems.keys, rems.lcp, below, self.sm.step_set,
                            first_bytes=self.sm.next_bytes(below)):
-            out.extend(tid for tid, n in rems.owners[k] if keep(n))
+            out.extend(tid for tid, n, d in rems.owners[k] if keep(tid, n, d))
         return out
 
     # ---------------------------------------------------------------- shared facts
@@ -247,7 +266,7 @@ class MaskBuilder:
     def _walk_plain(self, iso: int, follow: frozenset[int]) -> _StateFacts:
         idx = self.index
         keys = idx.keys
-        entries: list[tuple[bytes, int, int]] = []
+        entries: list[tuple[bytes, int, int, int]] = []
 
         def on_escape(i: int, d: int) -> None:
             _record_crossing(idx, i, d, follow, 0, entries)
@@ -259,7 +278,11 @@ class MaskBuilder:
         return _StateFacts(ids_to_mask(ids, self.vocab.words), _Remainders.build(entries))
 
     def _counted_facts(self, rule_i: int, q: int) -> _StateFacts:
-        return self._cached_facts(self._facts_key(rule_i, q), lambda: self._walk_counted(rule_i, q))
+        # Counted facts depend on the item alone (counts and guards are applied afterwards), so
+        # every JSON string body shares them, whatever its length bounds or excluded keys.
+        rule = self.sm.rules[rule_i]
+        key = ("counted", rule.item_digest, q, self.sm.automaton.follow[rule_i])
+        return self._cached_facts(key, lambda: self._walk_counted(rule_i, q))
 
     def _walk_counted(self, rule_i: int, q0: int) -> _StateFacts:
         """Walk the item DFA alone (no stack): per token, items started; crossings at boundaries."""
@@ -269,7 +292,7 @@ class MaskBuilder:
         idx = self.index
         keys, lcp = idx.keys, idx.lcp
         started = np.full(self.vocab.size, -1, dtype=np.int32)
-        entries: list[tuple[bytes, int, int]] = []
+        entries: list[tuple[bytes, int, int, int]] = []
         if q0 == 0:  # at a boundary before reading anything: every token may return at once
             _record_crossing(idx, -1, 0, follow, 0, entries)
         # states[d] = (items completed, item state) after keys[i][:d]
@@ -306,7 +329,7 @@ class MaskBuilder:
 
 
 def _disk_path(vocab: Vocabulary, key: tuple) -> Path:
-    digest = hashlib.sha1(repr((key[1], key[2], sorted(key[3]))).encode()).hexdigest()[:24]
+    digest = hashlib.sha1(repr((key[:3], sorted(key[3]))).encode()).hexdigest()[:24]
     return cache_dir() / "facts" / vocab.fingerprint / f"{digest}.pkl"
 
 
@@ -327,7 +350,7 @@ def _save(path: Path, facts: _StateFacts) -> None:
 
 
 def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n: int,
-                     out: list[tuple[bytes, int, int]], *, only_longer: bool = False) -> None:
+                     out: list[tuple[bytes, int, int, int]], *, only_longer: bool = False) -> None:
     """Record the tokens below trie node ``keys[i][:d]`` that may continue past the rule's end.
 
     ``i == -1`` means the root (``d == 0``). With ``only_longer`` the token that ends exactly at the
@@ -339,7 +362,7 @@ def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n:
     hi = prefix_range_end(keys, prefix, lo + 1, len(keys)) if prefix else len(keys)
     if i >= 0 and len(keys[i]) == d:
         if not only_longer:
-            out.extend((b"", tid, n) for tid in idx.ids[i])
+            out.extend((b"", tid, n, d) for tid in idx.ids[i])
         lo += 1
     if lo >= hi:
         return
@@ -349,9 +372,9 @@ def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n:
             b = prefix_range_end(keys, prefix + bytes((f,)), a, hi)
             for j in range(a, b):
                 rem = keys[j][d:]
-                out.extend((rem, tid, n) for tid in idx.ids[j])
+                out.extend((rem, tid, n, d) for tid in idx.ids[j])
     else:
         for j in range(lo, hi):
             rem = keys[j][d:]
             if rem[0] in follow:
-                out.extend((rem, tid, n) for tid in idx.ids[j])
+                out.extend((rem, tid, n, d) for tid in idx.ids[j])

@@ -11,8 +11,9 @@ Closing a stack expands what needs no input: calls push the callee, completed ru
 ``ESCAPE`` as parent: the mask builder walks a rule state alone and records where a token
 leaves it, then finishes those few tokens against the real stack.
 
-Counted rules keep ``(count, item_state)`` as their state; without an upper bound the count
-is capped at ``min`` (beyond it, counts are indistinguishable), so stacks stay finite.
+Counted rules keep ``(count, item_state)`` as their state, plus the guard state when they
+exclude words; without an upper bound the count is capped at ``min`` (beyond it, counts are
+indistinguishable), so stacks stay finite.
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ class StackMachine:
         return sid
 
     def entry_state(self, rule: int) -> object:
-        return (0, 0) if self.rules[rule].counted else 0
+        r = self.rules[rule]
+        if not r.counted:
+            return 0
+        return (0, 0, (0, b"")) if r.guard is not None else (0, 0)
 
     def isolated(self, sid: int) -> int:
         """The stack with the same top frame as ``sid`` but ``ESCAPE`` as its parent."""
@@ -100,10 +104,11 @@ class StackMachine:
             rule = self.rules[rule_i]
             out: set[int] = set()
             if rule.counted:
-                count, q = state  # type: ignore[misc]
+                count, q = state[0], state[1]  # type: ignore[index]
                 if q != 0 or rule.max is None or count < rule.max:
                     out.add(sid)
-                if q == 0 and count >= rule.min:
+                if q == 0 and count >= rule.min and not (
+                        rule.guard is not None and rule.guard.blocks_end(state[2])):  # type: ignore[index]
                     out |= self.closure(parent)
             else:
                 q = state  # type: ignore[assignment]
@@ -131,14 +136,16 @@ class StackMachine:
         if rule_i >= 0:
             rule = self.rules[rule_i]
             if rule.counted:
-                count, q = state  # type: ignore[misc]
+                count, q = state[0], state[1]  # type: ignore[index]
                 t = rule.trans[q].get(byte)
                 if t is not None:
-                    if rule.accept[t]:
+                    done = rule.accept[t]
+                    if done:
                         cap = rule.max if rule.max is not None else rule.min
-                        nxt = (min(count + 1, cap), 0)
-                    else:
-                        nxt = (count, t)
+                        count, t = min(count + 1, cap), 0
+                    nxt: tuple = (count, t)
+                    if rule.guard is not None:
+                        nxt = (count, t, rule.guard.step(state[2], byte, done))  # type: ignore[index]
                     result = self.closure(self.intern(rule_i, nxt, parent))
             else:
                 t = rule.trans[state].get(byte)  # type: ignore[call-overload]
