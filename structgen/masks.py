@@ -49,58 +49,58 @@ _SPLIT_FOLLOW = 24
 _DISK_CACHE_AFTER_S = 0.05
 
 
-def walk_keys(keys: list[bytes], lcp: list[int], start: StackSet,
-              step_set: Callable[[StackSet, int], StackSet], lo: int = 0, hi: int | None = None,
-              on_escape: Callable[[int, int], None] | None = None,
-              first_bytes: "set[int] | None" = None) -> list[int]:
-    """Indices of ``keys[lo:hi]`` (sorted) fully readable from ``start``.
+def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, int], StackSet],
+              next_bytes: Callable[[StackSet], "frozenset[int]"],
+              on_escape: Callable[[int, int], None] | None = None) -> list[int]:
+    """Indices of the sorted ``keys`` fully readable from ``start``.
 
-    Walks the implicit trie: each trie node is stepped once, and a dead node skips its whole
-    subtree. With ``on_escape``, a node reached with ``ESCAPE`` in its set is reported as
+    Walks the implicit trie (keys sharing a prefix are contiguous): each trie node is stepped
+    once and a dead node skips its whole subtree. Where the state can read only a few bytes,
+    the walk jumps straight to those children by bisection instead of visiting every child.
+    With ``on_escape``, a node reached with ``ESCAPE`` in its set is reported as
     ``on_escape(i, depth)`` (``i`` is the first key below the node) and ``ESCAPE`` is dropped.
-    ``first_bytes`` (the bytes ``start`` can read) lets the walk jump straight to those subtrees.
     """
-    hi = len(keys) if hi is None else hi
-    if not start or lo >= hi:
-        return []
-    if first_bytes is not None and len(first_bytes) < 128:
-        out: list[int] = []
-        if not keys[lo]:  # an empty key (a remainder) is readable from any live set
+    out: list[int] = []
+    if not start or not keys:
+        return out
+
+    def visit(s: StackSet, lo: int, hi: int, d: int) -> None:
+        # keys[lo:hi] share their first d bytes; s is the state after them.
+        if len(keys[lo]) == d:  # the key that is exactly the prefix sorts first
             out.append(lo)
             lo += 1
-        for b in sorted(first_bytes):
-            a = bisect_left(keys, bytes((b,)), lo, hi)
-            z = prefix_range_end(keys, bytes((b,)), a, hi)
-            if a < z:
-                out += walk_keys(keys, lcp, start, step_set, a, z, on_escape)
-        return out
-    states = [start]
-    accepted: list[int] = []
-    top = 0
-    i = lo
-    while i < hi:
-        key = keys[i]
-        d = min(lcp[i], top) if i > lo else 0
-        del states[d + 1:]
-        s = states[d]
-        n = len(key)
-        while d < n:
-            s = step_set(s, key[d])
-            d += 1
-            if on_escape is not None and ESCAPE in s:
-                on_escape(i, d)
-                s = s - {ESCAPE}
-            if not s:
-                break
-            states.append(s)
-        if d == n and s:
-            accepted.append(i)
-            top = n
-            i += 1
-        else:
-            top = d - 1
-            i = prefix_range_end(keys, key[:d], i + 1, hi)
-    return accepted
+            if lo >= hi:
+                return
+        readable = next_bytes(s)
+        if not readable:
+            return
+        prefix = keys[lo][:d]
+        if len(readable) * 4 < hi - lo:  # few bytes, many keys: jump to each child
+            children = []
+            for b in sorted(readable):
+                child = prefix + bytes((b,))
+                a = bisect_left(keys, child, lo, hi)
+                if a < hi and keys[a].startswith(child):
+                    children.append((b, a, prefix_range_end(keys, child, a + 1, hi)))
+        else:  # visit every child in order
+            children = []
+            i = lo
+            while i < hi:
+                b = keys[i][d]
+                z = prefix_range_end(keys, prefix + bytes((b,)), i + 1, hi)
+                if b in readable:
+                    children.append((b, i, z))
+                i = z
+        for b, a, z in children:
+            nxt = step_set(s, b)
+            if on_escape is not None and ESCAPE in nxt:
+                on_escape(a, d + 1)
+                nxt = nxt - {ESCAPE}
+            if nxt:
+                visit(nxt, a, z, d + 1)
+
+    visit(start, 0, len(keys), 0)
+    return out
 
 
 @dataclass
@@ -231,8 +231,7 @@ class MaskBuilder:
             return []
         below = self.sm.closure(parent)
         out: list[int] = []
-        for k in walk_keys(rems.keys, rems.lcp, below, self.sm.step_set,
-                           first_bytes=self.sm.next_bytes(below)):
+        for k in walk_keys(rems.keys, below, self.sm.step_set, self.sm.next_bytes):
             out.extend(tid for tid, n, d in rems.owners[k] if keep(tid, n, d))
         return out
 
@@ -272,8 +271,7 @@ class MaskBuilder:
             _record_crossing(idx, i, d, follow, 0, entries)
 
         start = frozenset((iso,))
-        inside = walk_keys(keys, idx.lcp, start, self.sm.step_set, on_escape=on_escape,
-                           first_bytes=self.sm.next_bytes(start))
+        inside = walk_keys(keys, start, self.sm.step_set, self.sm.next_bytes, on_escape=on_escape)
         ids = [t for i in inside for t in idx.ids[i]]
         return _StateFacts(ids_to_mask(ids, self.vocab.words), _Remainders.build(entries))
 

@@ -52,6 +52,7 @@ class StackMachine:
         self._busy: set[int] = set()
         self._step: dict[tuple[int, int], StackSet] = {}
         self._step_set: dict[tuple[StackSet, int], StackSet] = {}
+        self._next_bytes: dict[StackSet, frozenset[int]] = {}
         self._initial: StackSet | None = None
 
     # -- stacks
@@ -176,12 +177,15 @@ class StackMachine:
                 break
         return stacks
 
-    def next_bytes(self, stacks: StackSet) -> set[int]:
-        """Bytes some stack of ``stacks`` can read next."""
-        out: set[int] = set()
-        for sid in stacks:
-            rule_i, state, _ = self.frames[sid]
-            if rule_i >= 0:
-                rule = self.rules[rule_i]
-                out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
-        return out
+    def next_bytes(self, stacks: StackSet) -> frozenset[int]:
+        """Bytes some stack of ``stacks`` can read next (memoized per set)."""
+        got = self._next_bytes.get(stacks)
+        if got is None:
+            out: set[int] = set()
+            for sid in stacks:
+                rule_i, state, _ = self.frames[sid]
+                if rule_i >= 0:
+                    rule = self.rules[rule_i]
+                    out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
+            got = self._next_bytes[stacks] = frozenset(out)
+        return got
