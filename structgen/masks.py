@@ -145,6 +145,7 @@ class MaskBuilder:
         self.index: TokenIndex = vocab.index
         self._stack_masks: dict[int, np.ndarray] = {}
         self._set_masks: dict[StackSet, np.ndarray] = {}
+        self._hits: dict[tuple[int, StackSet], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._empty = np.zeros(vocab.words, dtype=np.uint32)
 
     # ---------------------------------------------------------------- public
@@ -178,9 +179,9 @@ class MaskBuilder:
                 got = self._counted_stack_mask(rule_i, state, parent)  # type: ignore[arg-type]
             else:
                 facts = self._plain_facts(sid)
-                crossing = self._crossing_ids(facts.crossing, parent, lambda tid, n, d: True)
+                crossing = self._crossing_ids(facts.crossing, parent)
                 got = facts.inside
-                if crossing:
+                if crossing.size:
                     got = got | ids_to_mask(crossing, self.vocab.words)
         self._stack_masks[sid] = got
         return got
@@ -195,12 +196,11 @@ class MaskBuilder:
         lo, hi = rule.min - count, (None if rule.max is None else rule.max - count)
 
         def keep(tid: int, n: int, d: int) -> bool:
-            if n < lo or (hi is not None and n > hi):
-                return False
-            return guard is None or self._guard_allows_end(rule_i, q, guard, self.vocab.tokens[tid][:d])
+            return self._guard_allows_end(rule_i, q, guard, self.vocab.tokens[tid][:d])  # type: ignore
 
-        crossing = self._crossing_ids(facts.crossing, parent, keep)
-        return inside | ids_to_mask(crossing, self.vocab.words) if crossing else inside
+        crossing = self._crossing_ids(facts.crossing, parent, keep if guard is not None else None,
+                                      counts=(lo, hi))
+        return inside | ids_to_mask(crossing, self.vocab.words) if crossing.size else inside
 
     def _inside_upto(self, facts: _StateFacts, room: int | None) -> np.ndarray:
         cache = self.vocab.mask_cache
@@ -226,14 +226,32 @@ class MaskBuilder:
         return not rule.guard.blocks_end(g)  # type: ignore[union-attr]
 
     def _crossing_ids(self, rems: _Remainders, parent: int,
-                      keep: Callable[[int, int, int], bool]) -> list[int]:
-        if not rems.keys:
-            return []
+                      keep: Callable[[int, int, int], bool] | None = None,
+                      counts: tuple[int, int | None] | None = None) -> np.ndarray:
+        """Token ids whose remainder the stack below can read; ``counts`` bounds their item
+        counts (counted rules) and ``keep`` filters what is left (guards)."""
+        tids, ns, ds = self._crossing_hits(rems, parent)
+        if counts is not None and tids.size:
+            lo, hi = counts
+            sel = ns >= lo if hi is None else (ns >= lo) & (ns <= hi)
+            tids, ns, ds = tids[sel], ns[sel], ds[sel]
+        if keep is not None and tids.size:
+            ok = [keep(int(t), int(n), int(d)) for t, n, d in zip(tids, ns, ds)]
+            tids = tids[np.array(ok, dtype=bool)]
+        return tids
+
+    def _crossing_hits(self, rems: _Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(token ids, item counts, offsets) of the crossing tokens the stack below accepts."""
         below = self.sm.closure(parent)
-        out: list[int] = []
-        for k in walk_keys(rems.keys, below, self.sm.step_set, self.sm.next_bytes):
-            out.extend(tid for tid, n, d in rems.owners[k] if keep(tid, n, d))
-        return out
+        key = (id(rems), below)
+        got = self._hits.get(key)
+        if got is None:
+            owners = [o for k in walk_keys(rems.keys, below, self.sm.step_set, self.sm.next_bytes)
+                      for o in rems.owners[k]] if rems.keys else []
+            arr = np.array(owners, dtype=np.int64).reshape(-1, 3)
+            got = (arr[:, 0], arr[:, 1], arr[:, 2])
+            self._hits[key] = got
+        return got
 
     # ---------------------------------------------------------------- shared facts
 

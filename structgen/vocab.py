@@ -204,13 +204,13 @@ def _sentencepiece_bytes(piece: str) -> bytes:
     return piece.replace("\u2581", " ").encode("utf-8")
 
 
-def ids_to_mask(ids: Iterable[int], words: int) -> np.ndarray:
+def ids_to_mask(ids: "Iterable[int] | np.ndarray", words: int) -> np.ndarray:
     """Pack token ids into a ``uint32`` bitmask of ``words`` words (bit ``i % 32`` of word ``i // 32``)."""
-    flags = np.zeros(words * 32, dtype=bool)
-    idx = np.fromiter(ids, dtype=np.int64)
+    idx = ids if isinstance(ids, np.ndarray) else np.fromiter(ids, dtype=np.int64)
+    out = np.zeros(words, dtype=np.uint32)
     if idx.size:
-        flags[idx] = True
-    return np.packbits(flags, bitorder="little").view(np.uint32)
+        np.bitwise_or.at(out, idx >> 5, np.left_shift(np.uint32(1), (idx & 31).astype(np.uint32)))
+    return out
 
 
 _BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, Vocabulary]" = weakref.WeakKeyDictionary()
