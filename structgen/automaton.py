@@ -15,7 +15,6 @@ may come right after it returns) and a content fingerprint of each rule and ever
 
 from __future__ import annotations
 
-import gc
 import hashlib
 from dataclasses import dataclass, field
 
@@ -474,17 +473,6 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
         For left recursion or a counted item that is empty or not prefix-free.
     """
     grammar = grammar.checked()
-    # Building creates many small containers; the cyclic collector only slows that down.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _build_automaton(grammar)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-
-
-def _build_automaton(grammar: Grammar) -> GrammarAutomaton:
     names = {n: i for i, (n, _) in enumerate(grammar.rules)}
     rules = [_compile_rule(n, body, names) for n, body in grammar.rules]
     start = names[grammar.start]

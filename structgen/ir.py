@@ -204,32 +204,19 @@ class Grammar:
             dup = next(n for n in names if names.count(n) > 1)
             raise GrammarError(f"rule '{dup}' is defined twice")
         defined = set(names)
-        if self.start not in defined:
-            raise GrammarError(f"start rule '{self.start}' is not defined")
         for name, body in self.rules:
-            for ref in _refs(body):
-                if ref not in defined:
-                    raise GrammarError(f"rule '{name}' refers to undefined rule '{ref}'")
-            if isinstance(body, Counted) and any(True for _ in _refs(body.item)):
-                raise GrammarError(f"counted rule '{name}' must not refer to other rules")
             for node in _nodes(body):
-                if isinstance(node, Minus) and any(True for _ in _refs(node.item)):
-                    raise GrammarError(f"rule '{name}': the left side of a difference must not "
-                                       "refer to other rules")
+                if isinstance(node, Ref) and node.name not in defined:
+                    raise GrammarError(f"rule '{name}' refers to undefined rule '{node.name}'")
+                if isinstance(node, Counted) and node is not body:
+                    raise GrammarError(f"rule '{name}': a counted repeat must be a whole rule body")
+                if isinstance(node, (Counted, Minus)) and any(isinstance(x, Ref) for x in _nodes(node.item)):
+                    raise GrammarError(f"rule '{name}': a counted item or the left side of a "
+                                       "difference must not refer to other rules")
         return self
 
     def __str__(self) -> str:
         return "\n".join(f"{n} ::= {b}" for n, b in self.rules)
-
-
-def _refs(e: Expr):
-    if isinstance(e, Ref):
-        yield e.name
-    elif isinstance(e, (Seq, Alt)):
-        for x in e.items:
-            yield from _refs(x)
-    elif isinstance(e, (Repeat, Counted, Minus)):
-        yield from _refs(e.item)
 
 
 def _nodes(e: Expr):

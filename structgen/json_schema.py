@@ -24,6 +24,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -94,6 +95,7 @@ _NUMBER = Seq((
 ))
 
 
+@functools.lru_cache(maxsize=4096)
 def _char_encodings(ch: str) -> list[bytes]:
     """Every JSON spelling of one character (raw, short escape, \\u escapes in any hex case)."""
     out: list[bytes] = []
@@ -457,4 +459,4 @@ def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"]
     conv = _Converter(schema, whitespace)
     conv.convert(schema, "")
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
-    return Grammar(tuple(rules), "root").checked()
+    return Grammar(tuple(rules), "root")  # checked when compiled
