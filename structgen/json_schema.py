@@ -3,10 +3,11 @@
 First cut (see the README's keyword table): ``type`` (one or a list), ``properties`` with
 ``required`` and ``additionalProperties`` (``true``/``false``/a schema; the spec's default is
 ``true``), ``items``, ``enum``, ``const``, ``anyOf``, ``$ref`` into ``$defs``/``definitions``
-(recursion included), ``minLength``/``maxLength``. Annotations (``title``, ``description``,
-``default``, ``examples`` …) are ignored. Every other keyword raises
+(recursion included), ``minLength``/``maxLength``. Every other JSON Schema keyword that
+constrains instances (:data:`ASSERTION_KEYWORDS`) raises
 :class:`~structgen.errors.UnsupportedFeatureError` with its JSON pointer: no constraint is ever
-dropped silently.
+dropped silently. Annotations and unknown keywords (``title``, ``x-...``) constrain nothing
+and are ignored, as the spec says.
 
 Key order is fixed: defined properties in schema order, then additional ones, as every peer
 engine does. Keys and string literals are matched in their canonical JSON spelling
@@ -34,19 +35,28 @@ from typing import Any, Literal
 from .errors import SchemaError, UnsupportedFeatureError
 from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 
-__all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "IGNORED_KEYWORDS"]
+__all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ASSERTION_KEYWORDS"]
 
 #: Bound on whitespace characters per gap in ``flexible`` mode: enough for ``indent=2`` 16+ deep.
 MAX_WHITESPACE = 128
 
-IGNORED_KEYWORDS = frozenset({
-    "title", "description", "default", "examples", "$schema", "$comment", "deprecated",
-    "readOnly", "writeOnly", "$id", "$defs", "definitions", "contentMediaType",
-    "contentEncoding", "$anchor", "$vocabulary",
-})
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "enum", "const",
     "anyOf", "$ref", "minLength", "maxLength",
+})
+
+#: Keywords of JSON Schema (drafts 4 to 2020-12) that constrain instances. Of these, any that
+#: structgen does not support raises UnsupportedFeatureError. Keywords outside this list and
+#: outside the supported ones are not constraints (annotations, vendor extensions such as
+#: ``x-kubernetes-*``, draft-4 ``id``): the spec says to ignore them, and so do we.
+ASSERTION_KEYWORDS = frozenset({
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+    "exclusiveMinimum", "maxLength", "minLength", "pattern", "format", "maxItems", "minItems",
+    "uniqueItems", "maxContains", "minContains", "contains", "maxProperties", "minProperties",
+    "required", "dependentRequired", "dependentSchemas", "dependencies", "properties",
+    "patternProperties", "additionalProperties", "propertyNames", "items", "prefixItems",
+    "additionalItems", "unevaluatedItems", "unevaluatedProperties", "allOf", "anyOf", "oneOf",
+    "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "contentSchema",
 })
 
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
@@ -215,7 +225,7 @@ class _Converter:
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}",
                               pointer=ptr)
         for kw in schema:
-            if kw not in SUPPORTED_KEYWORDS and kw not in IGNORED_KEYWORDS:
+            if kw in ASSERTION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
                 raise UnsupportedFeatureError(kw, pointer=_join(ptr, kw),
                                               hint="not in structgen's supported keywords yet")
         if "enum" in schema or "const" in schema:

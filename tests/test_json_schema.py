@@ -113,6 +113,13 @@ def test_invalid_schemas_raise_schema_error(schema):
         structgen.compile_json_schema(schema, BYTES)
 
 
+def test_annotations_and_unknown_keywords_are_ignored():
+    schema = {"type": "object", "title": "t", "x-kubernetes-group-version-kind": [{"k": 1}],
+              "id": "draft4-id", "markdownDescription": "**x**",
+              "properties": {"a": {"type": "integer", "readonly": True}}}
+    assert accepts(schema, '{"a": 1}')
+
+
 def test_schema_errors_are_value_errors():
     assert issubclass(SchemaError, ValueError) and issubclass(UnsupportedFeatureError, SchemaError)
 

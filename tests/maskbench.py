@@ -1,0 +1,273 @@
+"""A deterministic, tokenizer-independent sample of MaskBench schemas for tests.
+
+MaskBench (``../shared/data/maskbench/maskbench.jsonl.gz``, see the data README, section 4) holds
+~11k real JSON schemas, each with labelled valid and invalid instances. Tests here need a small
+sample that is the same on every machine and every run, and spread over the benchmark's sources
+(GitHub, Kubernetes, Glaive, BFCL, ...), so this module:
+
+* streams the gzipped JSON-lines file once per process (nothing is cached on disk; the pass keeps
+  only small candidates, a bounded number per source, so it costs a few seconds and little
+  memory),
+* orders each source's candidates by a stable hash of the schema name (SHA-256, not file order
+  and not Python's salted ``hash``),
+* keeps, per source, the first ``per_source`` schemas that ``structgen.compile_json_schema``
+  accepts (a :class:`structgen.StructgenError` means "skip"; any other exception propagates).
+
+The selected schemas are then serialised the way the engine expects: JSON objects with keys in
+schema order (:func:`schema_order`), because the first-cut grammar fixes key order (defined
+properties in schema order, then additional ones), as peer engines do.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import heapq
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+__all__ = [
+    "DATA_DIR",
+    "MASKBENCH",
+    "DISAGREEMENTS",
+    "Case",
+    "available",
+    "source_of",
+    "stable_hash",
+    "iter_rows",
+    "select",
+    "disagreeing_schemas",
+    "compact",
+    "indented",
+    "schema_order",
+    "jsonschema_valid",
+]
+
+DATA_DIR = Path(os.environ.get("STRUCTGEN_DATA_DIR",
+                               Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+MASKBENCH = DATA_DIR / "maskbench" / "maskbench.jsonl.gz"
+DISAGREEMENTS = DATA_DIR / "maskbench" / "python_jsonschema_disagreements.json"
+
+#: Candidates kept per source during the single pass (lowest hashes first); enough headroom for
+#: the schemas the compiler rejects (about half on GitHub sources).
+_KEEP_PER_SOURCE = 96
+
+
+def available() -> bool:
+    """True when the MaskBench file is present (tests skip otherwise)."""
+    return MASKBENCH.is_file()
+
+
+def source_of(name: str) -> str:
+    """The MaskBench subset a schema file belongs to.
+
+    ``Github_easy---o1234.json`` -> ``Github_easy``; ``Kubernetes---kb_1_Normalized.json`` ->
+    ``Kubernetes``; ``BFCL_parallel_multiple_12.json`` -> ``BFCL_parallel_multiple``;
+    ``JME_7.json`` -> ``JME``.
+    """
+    if "---" in name:
+        return name.split("---", 1)[0]
+    return re.sub(r"_\d+\.json$", "", name)
+
+
+def stable_hash(name: str) -> int:
+    """A hash of ``name`` that is the same on every machine and run."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big")
+
+
+def iter_rows() -> Iterator[dict[str, Any]]:
+    """Stream MaskBench rows ``{"name", "description", "schema", "tests", "meta"}``."""
+    with gzip.open(MASKBENCH, "rt", encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
+
+
+def compact(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def indented(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One selected schema with its labelled instances (keys already in schema order)."""
+
+    name: str
+    source: str
+    schema: Any = field(repr=False, compare=False)
+    valid: tuple = field(repr=False, compare=False)
+    invalid: tuple = field(repr=False, compare=False)
+
+    @property
+    def shortest_valid(self) -> Any:
+        """The valid instance with the shortest compact serialisation (first one on ties)."""
+        return min(self.valid, key=lambda d: len(compact(d).encode("utf-8")))
+
+
+@functools.cache
+def _candidates(max_chars: int, max_schema_size: int) -> dict[str, tuple[tuple[int, str, Any, tuple, tuple], ...]]:
+    """One pass over the file: per source, the lowest-hash schemas with a short valid instance."""
+    heaps: dict[str, list] = {}
+    for row in iter_rows():
+        tests = row.get("tests") or []
+        valid = tuple(t["data"] for t in tests if t["valid"])
+        if not valid:
+            continue
+        if row.get("meta", {}).get("full_size", 0) > max_schema_size:
+            continue
+        if min(len(compact(d).encode("utf-8")) for d in valid) > max_chars:
+            continue
+        name = row["name"]
+        invalid = tuple(t["data"] for t in tests if not t["valid"])
+        # heapq keeps the *largest* -hash on top, so the heap holds the lowest hashes.
+        item = (-stable_hash(name), name, row["schema"], valid, invalid)
+        heap = heaps.setdefault(source_of(name), [])
+        if len(heap) < _KEEP_PER_SOURCE:
+            heapq.heappush(heap, item)
+        elif item[0] > heap[0][0]:
+            heapq.heapreplace(heap, item)
+    return {src: tuple(sorted(((-h, n, s, v, i) for h, n, s, v, i in heap)))
+            for src, heap in heaps.items()}
+
+
+@functools.cache
+def _byte_vocab():
+    from structgen.vocab import Vocabulary
+
+    return Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+
+
+def _compiles(schema: Any) -> bool:
+    import structgen
+
+    try:
+        for ws in ("compact", "flexible"):
+            structgen.compile_json_schema(schema, _byte_vocab(), whitespace=ws)
+    except structgen.StructgenError:
+        return False
+    return True
+
+
+@functools.cache
+def select(sources: tuple[str, ...], per_source: int, *, max_chars: int = 120,
+           max_schema_size: int = 20_000) -> tuple[Case, ...]:
+    """``per_source`` schemas from each of ``sources``, deterministic, compiled OK by structgen.
+
+    A schema qualifies when it has a valid instance whose compact JSON is at most ``max_chars``
+    bytes, its file is at most ``max_schema_size`` bytes (``meta.full_size``; keeps compile time
+    of the sample low), and ``structgen.compile_json_schema`` accepts it in both whitespace modes.
+    Within a source, schemas are taken in :func:`stable_hash` order. A source that yields fewer
+    than ``per_source`` schemas yields what it has (callers assert on the total).
+    """
+    cands = _candidates(max_chars, max_schema_size)
+    out: list[Case] = []
+    for src in sources:
+        taken = 0
+        for _h, name, schema, valid, invalid in cands.get(src, ()):
+            if taken == per_source:
+                break
+            if not _compiles(schema):
+                continue
+            out.append(Case(name, src, schema,
+                            tuple(schema_order(d, schema) for d in valid),
+                            tuple(schema_order(d, schema) for d in invalid)))
+            taken += 1
+    return tuple(out)
+
+
+@functools.cache
+def disagreeing_schemas() -> frozenset[str]:
+    """Schemas whose labels python-jsonschema disagrees with (it does not assert ``format``)."""
+    return frozenset(json.loads(DISAGREEMENTS.read_text())["schemas"])
+
+
+# ------------------------------------------------------------------ validation and key order
+
+
+def _validator(schema: Any):
+    from jsonschema import Draft202012Validator, validators
+
+    cls = validators.validator_for(schema if isinstance(schema, dict) else {},
+                                   default=Draft202012Validator)
+    return cls(schema)
+
+
+def jsonschema_valid(schema: Any, data: Any) -> bool:
+    """python-jsonschema's verdict (default settings: ``format`` not asserted)."""
+    return _validator(schema).is_valid(data)
+
+
+def _resolve(node: Any, root: Any) -> Any:
+    """Follow local ``$ref`` chains (``#/...``); other refs are left alone."""
+    seen = 0
+    while isinstance(node, dict) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#") and seen < 32:
+        target: Any = root
+        for part in node["$ref"][1:].split("/"):
+            if not part:
+                continue
+            part = part.replace("~1", "/").replace("~0", "~")
+            try:
+                target = target[int(part)] if isinstance(target, list) else target[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                return node
+        node = target
+        seen += 1
+    return node
+
+
+def schema_order(data: Any, schema: Any, root: Any = None, _depth: int = 0) -> Any:
+    """``data`` with object keys in the order the first-cut grammar expects.
+
+    Defined ``properties`` first, in schema order, then the other keys in their original order;
+    recursively through ``properties``, ``additionalProperties``, ``items`` and local ``$ref``.
+    Under ``anyOf`` the first branch that ``data`` validates against decides (the first object
+    branch when none does). Key order is not a validation concern, so an instance's validity is
+    unchanged.
+    """
+    root = schema if root is None else root
+    if _depth > 64:
+        return data
+    node = _resolve(schema, root)
+    if not isinstance(node, dict):
+        return data
+    if "anyOf" in node and isinstance(node["anyOf"], list) and node["anyOf"]:
+        branches = [_resolve(b, root) for b in node["anyOf"]]
+        chosen = None
+        if root is schema or isinstance(root, dict):
+            for b in branches:
+                try:
+                    if _validator(root).evolve(schema=b).is_valid(data):
+                        chosen = b
+                        break
+                except Exception:
+                    continue
+        if chosen is None:
+            chosen = next((b for b in branches if isinstance(b, dict) and "properties" in b), None)
+        if chosen is not None:
+            merged = {k: v for k, v in node.items() if k != "anyOf"}
+            data = schema_order(data, merged, root, _depth + 1)
+            return schema_order(data, chosen, root, _depth + 1)
+    if isinstance(data, dict):
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        extra = node.get("additionalProperties", True)
+        out: dict[str, Any] = {}
+        for k, sub in props.items():
+            if k in data:
+                out[k] = schema_order(data[k], sub, root, _depth + 1)
+        for k, v in data.items():
+            if k not in props:
+                out[k] = schema_order(v, extra, root, _depth + 1) if isinstance(extra, dict) else v
+        return out
+    if isinstance(data, list):
+        items = node.get("items")
+        if isinstance(items, dict):
+            return [schema_order(v, items, root, _depth + 1) for v in data]
+        return data
+    return data
