@@ -27,6 +27,7 @@ exactly when the set holds ``ACCEPT``.
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import time
 from bisect import bisect_left
@@ -264,13 +265,20 @@ class MaskBuilder:
         cache = self.vocab.mask_cache
         got = cache.get(key)
         if got is None:
-            path = _disk_path(self.vocab, key)
-            got = _load(path)
+            folder = cache.get("disk folder")
+            if folder is None:  # list the directory once per vocabulary, not once per state
+                folder = cache["disk folder"] = cache_dir() / "facts" / self.vocab.fingerprint
+                cache["on disk"] = set(os.listdir(folder)) if folder.is_dir() else set()
+            on_disk = cache["on disk"]
+            name = _disk_name(key)
+            if name in on_disk:
+                got = _load(folder / name)
             if got is None:
                 started = time.perf_counter()
                 got = compute()
                 if time.perf_counter() - started > _DISK_CACHE_AFTER_S:
-                    _save(path, got)
+                    _save(folder / name, got)
+                    on_disk.add(name)
             cache[key] = got
         return got
 
@@ -344,9 +352,8 @@ class MaskBuilder:
         return _StateFacts(started, _Remainders.build(entries))
 
 
-def _disk_path(vocab: Vocabulary, key: tuple) -> Path:
-    digest = hashlib.sha1(repr((key[:3], sorted(key[3]))).encode()).hexdigest()[:24]
-    return cache_dir() / "facts" / vocab.fingerprint / f"{digest}.pkl"
+def _disk_name(key: tuple) -> str:
+    return hashlib.sha1(repr((key[:3], sorted(key[3]))).encode()).hexdigest()[:24] + ".pkl"
 
 
 def _load(path: Path) -> _StateFacts | None:
