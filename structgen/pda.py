@@ -50,8 +50,8 @@ class StackMachine:
         self._ids: dict[tuple[int, object, int], int] = {}
         self._closure: dict[int, StackSet] = {ACCEPT: frozenset((ACCEPT,)), ESCAPE: frozenset((ESCAPE,))}
         self._busy: set[int] = set()
-        self._step: dict[tuple[int, int], StackSet] = {}
-        self._step_set: dict[tuple[StackSet, int], StackSet] = {}
+        self._step: dict[int, StackSet] = {}  # key: stack id * 256 + byte
+        self._step_set: list[dict[StackSet, StackSet]] = [{} for _ in range(256)]  # per byte
         self._next_bytes: dict[StackSet, frozenset[int]] = {}
         self._initial: StackSet | None = None
 
@@ -128,7 +128,7 @@ class StackMachine:
 
     def step(self, sid: int, byte: int) -> StackSet:
         """Closed set after stack ``sid`` reads ``byte`` (empty when it cannot)."""
-        key = (sid, byte)
+        key = sid * 256 + byte
         got = self._step.get(key)
         if got is not None:
             return got
@@ -156,8 +156,8 @@ class StackMachine:
         return result
 
     def step_set(self, stacks: StackSet, byte: int) -> StackSet:
-        key = (stacks, byte)
-        got = self._step_set.get(key)
+        memo = self._step_set[byte]
+        got = memo.get(stacks)
         if got is None:
             if len(stacks) == 1:
                 for sid in stacks:
@@ -167,7 +167,7 @@ class StackMachine:
                 for sid in stacks:
                     acc |= self.step(sid, byte)
                 got = frozenset(acc)
-            self._step_set[key] = got
+            memo[stacks] = got
         return got
 
     def step_bytes(self, stacks: StackSet, data: bytes) -> StackSet:
