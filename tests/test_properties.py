@@ -12,7 +12,8 @@ from structgen.vocab import vocabulary_for
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-10**12, 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    | st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=False)  # the model load
+    | st.text(max_size=12),  # sets flush-denormal for the process: subnormals read as zero
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=12,
 )
