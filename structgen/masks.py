@@ -109,7 +109,6 @@ class _Remainders:
     """Crossing tokens of one rule state: sorted distinct remainders and who owns each."""
 
     keys: list[bytes]
-    lcp: list[int]
     # per key: (token id, items counted before the return, byte offset of the return)
     owners: list[list[tuple[int, int, int]]]
 
@@ -119,14 +118,7 @@ class _Remainders:
         for rem, tid, n, d in entries:
             by.setdefault(rem, []).append((tid, n, d))
         keys = sorted(by)
-        lcp = [0] * len(keys)
-        for i in range(1, len(keys)):
-            a, b = keys[i - 1], keys[i]
-            j, m = 0, min(len(a), len(b))
-            while j < m and a[j] == b[j]:
-                j += 1
-            lcp[i] = j
-        return _Remainders(keys, lcp, [by[k] for k in keys])
+        return _Remainders(keys, [by[k] for k in keys])
 
 
 @dataclass

@@ -49,8 +49,9 @@ _CONTROL = re.compile(r"^(<[^<>\s]+>|\[[A-Za-z_]+\])$")
 class TokenIndex:
     """Distinct non-empty token byte strings, sorted, with each one's token ids.
 
-    Sorted order makes a trie implicit: tokens sharing a prefix are contiguous, ``lcp[i]`` is the
-    common-prefix length of ``keys[i-1]`` and ``keys[i]``, and :meth:`prefix_end` skips a subtree.
+    Sorted order makes a trie implicit: tokens sharing a prefix are contiguous (a subtree ends at
+    :func:`prefix_range_end`), and ``lcp[i]`` is the common-prefix length of ``keys[i-1]`` and
+    ``keys[i]``, so a walk in key order can reuse the state of the shared prefix.
     """
 
     def __init__(self, tokens: list[bytes | None]) -> None:
@@ -68,10 +69,6 @@ class TokenIndex:
             while j < n and a[j] == b[j]:
                 j += 1
             self.lcp[i] = j
-
-    def prefix_end(self, i: int, depth: int, hi: int | None = None) -> int:
-        """First index after ``i`` whose key does not start with ``keys[i][:depth]``."""
-        return prefix_range_end(self.keys, self.keys[i][:depth], i + 1, len(self.keys) if hi is None else hi)
 
 
 def prefix_range_end(keys: list[bytes], prefix: bytes, lo: int, hi: int) -> int:

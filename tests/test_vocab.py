@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from structgen.vocab import TokenIndex, Vocabulary, vocabulary_for
+from structgen.vocab import TokenIndex, Vocabulary, prefix_range_end, vocabulary_for
 
 TEXTS = ['{"name": "Ada Lovelace", "age": 36}', "naïve café — 東京 😀", "tabs\tand\nnewlines  ",
          '{"a":[1,2.5e-3,null,true]}', "\u00e9\\u00e9 \U000f0000"]
@@ -67,5 +67,6 @@ def test_token_index_prefix_skips():
     assert index.keys == [b"a", b"ab", b"abc", b"b"]
     assert index.ids[1] == (1, 5)
     assert index.lcp == [0, 1, 2, 0]
-    assert index.prefix_end(0, 1) == 3  # past every key starting with "a"
-    assert index.prefix_end(1, 2) == 3
+    assert prefix_range_end(index.keys, b"a", 0, 4) == 3  # past every key starting with "a"
+    assert prefix_range_end(index.keys, b"ab", 1, 4) == 3
+    assert prefix_range_end([b"\xff", b"\xff\x01"], b"\xff", 0, 2) == 2
