@@ -125,6 +125,7 @@ class _Remainders:
 class _StateFacts:
     """What a rule state accepts in isolation (shared across grammars on one vocabulary)."""
 
+    key: tuple  # the cache key: rule fingerprint (or counted item digest), state, follow bytes
     inside: np.ndarray  # uint32 bitmask (plain rules) or int32 items-started per token (counted)
     crossing: _Remainders
 
@@ -139,6 +140,7 @@ class MaskBuilder:
         self._stack_masks: dict[int, np.ndarray] = {}
         self._set_masks: dict[StackSet, np.ndarray] = {}
         self._hits: dict[tuple[int, StackSet], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._facts: dict[tuple, _StateFacts] = {}  # what this grammar uses (the shared cache may forget)
         self._empty = np.zeros(vocab.words, dtype=np.uint32)
 
     # ---------------------------------------------------------------- public
@@ -197,7 +199,7 @@ class MaskBuilder:
 
     def _inside_upto(self, facts: _StateFacts, room: int | None) -> np.ndarray:
         cache = self.vocab.mask_cache
-        key = ("upto", id(facts), room)
+        key = ("upto", facts.key, room)
         got = cache.get(key)
         if got is None:
             started = facts.inside
@@ -236,7 +238,7 @@ class MaskBuilder:
     def _crossing_hits(self, rems: _Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(token ids, item counts, offsets) of the crossing tokens the stack below accepts."""
         below = self.sm.closure(parent)
-        key = (id(rems), below)
+        key = (id(rems), below)  # rems stays alive: the builder's facts memo holds it
         got = self._hits.get(key)
         if got is None:
             owners = [o for k in walk_keys(rems.keys, below, self.sm.step_set, self.sm.next_bytes)
@@ -252,26 +254,31 @@ class MaskBuilder:
         a = self.sm.automaton
         return ("facts", a.fingerprints[rule_i], state, a.follow[rule_i])
 
-    def _cached_facts(self, key: tuple, compute: Callable[[], _StateFacts]) -> _StateFacts:
-        """Facts from memory, else from the disk cache, else computed (and saved when slow)."""
+    def _cached_facts(self, key: tuple, compute: Callable[[], tuple[np.ndarray, _Remainders]]) -> _StateFacts:
+        """Facts from this builder, else the vocabulary's shared cache, else the disk cache, else
+        computed (and saved to disk when slow)."""
+        got = self._facts.get(key)
+        if got is not None:
+            return got
         cache = self.vocab.mask_cache
         got = cache.get(key)
         if got is None:
-            folder = cache.get("disk folder")
-            if folder is None:  # list the directory once per vocabulary, not once per state
-                folder = cache["disk folder"] = cache_dir() / "facts" / self.vocab.fingerprint
-                cache["on disk"] = set(os.listdir(folder)) if folder.is_dir() else set()
-            on_disk = cache["on disk"]
+            folder = cache_dir() / "facts" / self.vocab.fingerprint
+            on_disk = self.vocab.facts_on_disk
+            if on_disk is None:  # list the directory once per vocabulary, not once per state
+                on_disk = set(os.listdir(folder)) if folder.is_dir() else set()
+                self.vocab.facts_on_disk = on_disk
             name = _disk_name(key)
             if name in on_disk:
-                got = _load(folder / name)
+                got = _load(folder / name, key)
             if got is None:
                 started = time.perf_counter()
-                got = compute()
+                got = _StateFacts(key, *compute())
                 if time.perf_counter() - started > _DISK_CACHE_AFTER_S:
                     _save(folder / name, got)
                     on_disk.add(name)
             cache[key] = got
+        self._facts[key] = got
         return got
 
     def _plain_facts(self, sid: int) -> _StateFacts:
@@ -280,7 +287,7 @@ class MaskBuilder:
             self._facts_key(rule_i, state),
             lambda: self._walk_plain(self.sm.isolated(sid), self.sm.automaton.follow[rule_i]))
 
-    def _walk_plain(self, iso: int, follow: frozenset[int]) -> _StateFacts:
+    def _walk_plain(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
         idx = self.index
         keys = idx.keys
         entries: list[tuple[bytes, int, int, int]] = []
@@ -291,7 +298,7 @@ class MaskBuilder:
         start = frozenset((iso,))
         inside = walk_keys(keys, start, self.sm.step_set, self.sm.next_bytes, on_escape=on_escape)
         ids = [t for i in inside for t in idx.ids[i]]
-        return _StateFacts(ids_to_mask(ids, self.vocab.words), _Remainders.build(entries))
+        return ids_to_mask(ids, self.vocab.words), _Remainders.build(entries)
 
     def _counted_facts(self, rule_i: int, q: int) -> _StateFacts:
         # Counted facts depend on the item alone (counts and guards are applied afterwards), so
@@ -300,7 +307,7 @@ class MaskBuilder:
         key = ("counted", rule.item_digest, q, self.sm.automaton.follow[rule_i])
         return self._cached_facts(key, lambda: self._walk_counted(rule_i, q))
 
-    def _walk_counted(self, rule_i: int, q0: int) -> _StateFacts:
+    def _walk_counted(self, rule_i: int, q0: int) -> tuple[np.ndarray, _Remainders]:
         """Walk the item DFA alone (no stack): per token, items started; crossings at boundaries."""
         rule = self.sm.rules[rule_i]
         follow = self.sm.automaton.follow[rule_i]
@@ -341,20 +348,24 @@ class MaskBuilder:
             else:
                 top = d - 1
                 i = prefix_range_end(keys, key[:d], i + 1, hi)
-        return _StateFacts(started, _Remainders.build(entries))
+        return started, _Remainders.build(entries)
+
+
+_DISK_FORMAT = 2  # bump when _StateFacts changes shape
 
 
 def _disk_name(key: tuple) -> str:
-    return hashlib.sha1(repr((key[:3], sorted(key[3]))).encode()).hexdigest()[:24] + ".pkl"
+    text = repr((_DISK_FORMAT, key[:3], sorted(key[3])))
+    return hashlib.sha1(text.encode()).hexdigest()[:24] + ".pkl"
 
 
-def _load(path: Path) -> _StateFacts | None:
+def _load(path: Path, key: tuple) -> _StateFacts | None:
     try:
         with open(path, "rb") as f:
             got = pickle.load(f)
-        return got if isinstance(got, _StateFacts) else None
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError):
         return None
+    return got if isinstance(got, _StateFacts) and getattr(got, "key", None) == key else None
 
 
 def _save(path: Path, facts: _StateFacts) -> None:

@@ -22,6 +22,7 @@ import hashlib
 import re
 import weakref
 from bisect import bisect_left
+from collections import OrderedDict
 from functools import cached_property
 from typing import Any, Iterable
 
@@ -44,6 +45,30 @@ def _gpt2_unicode_to_byte() -> dict[str, int]:
 
 _GPT2 = _gpt2_unicode_to_byte()
 _CONTROL = re.compile(r"^(<[^<>\s]+>|\[[A-Za-z_]+\])$")
+
+
+#: Entries kept in a vocabulary's shared mask cache (each holds about one bitmask: 6 KB for a
+#: 49k vocabulary, 32 KB for 262k).
+MASK_CACHE_ENTRIES = 4096
+
+
+class LRUCache(OrderedDict):
+    """A dict that forgets its least recently used entries beyond ``maxsize``."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if len(self) > self.maxsize:
+            self.popitem(last=False)
 
 
 class TokenIndex:
@@ -105,8 +130,11 @@ class Vocabulary:
             if not 0 <= i < self.size:
                 raise ValueError(f"end-of-sequence id {i} is outside the vocabulary (size {self.size})")
             self.tokens[i] = None
-        #: per-vocabulary cache of token-mask facts shared by every grammar (see structgen.masks)
-        self.mask_cache: dict[Any, Any] = {}
+        #: per-vocabulary cache of token-mask facts shared by every grammar (see structgen.masks);
+        #: bounded, so a server compiling schema after schema does not grow without limit
+        self.mask_cache: LRUCache = LRUCache(MASK_CACHE_ENTRIES)
+        #: names of the mask-fact files in this vocabulary's disk cache folder (listed lazily)
+        self.facts_on_disk: set[str] | None = None
 
     @property
     def words(self) -> int:

@@ -110,3 +110,17 @@ def test_anyof_keeps_two_live_parses():
     for b in b'{"ok":f':
         assert m.advance(b)
     assert m.forced_text() == 'alse,"err":"'
+
+
+def test_masks_stay_exact_when_the_shared_cache_forgets():
+    from oracle import check_walk
+
+    vocab = Vocabulary(PIECES + [None], eos_ids=[EOS])
+    vocab.mask_cache.maxsize = 2  # every shared fact is evicted almost at once
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 4}},
+              "required": ["name"]}
+    compiled = structgen.compile_json_schema(schema, vocab, whitespace="compact")
+    ids = [tid(b'{"'), tid(b"name"), tid(b'":"'), ord("a"), tid(b'","'), ord("x"), tid(b'":'),
+           ord("1"), ord("}")]
+    assert check_walk(compiled.matcher(), ids) == len(ids) + 1
+    assert len(vocab.mask_cache) <= 2
