@@ -59,7 +59,7 @@ _KEEP_PER_SOURCE = 96
 
 
 def available() -> bool:
-    """True when the MaskBench file is present (tests skip otherwise)."""
+    """True when the MaskBench file is present."""
     return MASKBENCH.is_file()
 
 
