@@ -20,6 +20,7 @@ import json
 from typing import Any, Literal
 
 from .automaton import GrammarAutomaton, build_automaton
+from .errors import SchemaError
 from .ir import Grammar
 from .masks import MaskBuilder
 from .matcher import Matcher
@@ -130,17 +131,21 @@ class Compiler:
         return got
 
     def json_schema(self, schema: "dict[str, Any] | bool | str", *,
-                    whitespace: Whitespace = "flexible") -> CompiledGrammar:
+                    whitespace: Whitespace = "flexible", strict: bool = False) -> CompiledGrammar:
         """Compile a JSON schema (a dict, a bool or a JSON string); see :func:`compile_json_schema`."""
         from .json_schema import schema_to_grammar
 
         if isinstance(schema, str):
-            schema = json.loads(schema)
-        return self.grammar(schema_to_grammar(schema, whitespace=whitespace), source=schema)
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as err:
+                raise SchemaError(f"the schema is not valid JSON: {err}") from err
+        return self.grammar(schema_to_grammar(schema, whitespace=whitespace, strict=strict),
+                            source=schema)
 
 
 def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *,
-                        whitespace: Whitespace = "flexible") -> CompiledGrammar:
+                        whitespace: Whitespace = "flexible", strict: bool = False) -> CompiledGrammar:
     """Compile a JSON schema into a grammar over ``tokenizer``'s vocabulary.
 
     Parameters
@@ -153,6 +158,9 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
         ``"flexible"`` (default) accepts any JSON whitespace between tokens, up to a bound per
         gap, so ``json.dumps(value, indent=2)`` is accepted; ``"compact"`` allows none (more
         forced text, no runaway whitespace when generating).
+    strict
+        Close objects to keys their schema does not name unless it says ``additionalProperties``
+        (generation turns this on); ``False`` (default) keeps the spec's open objects.
 
     Raises
     ------
@@ -167,7 +175,7 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     >>> m.advance(ord('"')), m.advance(ord("g")), m.forced_text()
     (True, True, 'reen"')
     """
-    return _compiler_for(tokenizer).json_schema(schema, whitespace=whitespace)
+    return _compiler_for(tokenizer).json_schema(schema, whitespace=whitespace, strict=strict)
 
 
 def prepare_vocabulary(tokenizer: Any) -> Vocabulary:

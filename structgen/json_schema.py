@@ -155,11 +155,12 @@ def _string_literal(value: str) -> Expr:
 
 
 class _Converter:
-    def __init__(self, root: Any, whitespace: Literal["flexible", "compact"]) -> None:
+    def __init__(self, root: Any, whitespace: Literal["flexible", "compact"], strict: bool = False) -> None:
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         self.root = root
         self.flexible = whitespace == "flexible"
+        self.strict = strict
         self.rules: dict[str, Expr] = {}
         self.by_pointer: dict[str, str] = {}
         self._validator_cls: Any = None
@@ -299,7 +300,9 @@ class _Converter:
                                           hint=f"required keys not listed in properties: {missing}")
         members = [(k, self.convert(v, _join(ptr, "properties", k)), k in required)
                    for k, v in props.items()]
-        extra = schema.get("additionalProperties", True)
+        # Strict (the generation default): an object takes only the keys its schema names unless
+        # the schema says otherwise; the spec's default is open.
+        extra = schema.get("additionalProperties", not self.strict)
         extra_ref = None if extra is False else self.convert(extra, _join(ptr, "additionalProperties"))
         return self.object_of(members, set(props), extra_ref)
 
@@ -456,8 +459,12 @@ def _join(ptr: str, *parts: Any) -> str:
     return ptr
 
 
-def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"] = "flexible") -> Grammar:
+def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"] = "flexible",
+                      strict: bool = False) -> Grammar:
     """Translate a JSON schema into a :class:`~structgen.ir.Grammar` whose start rule is ``root``.
+
+    ``strict=True`` closes objects whose schema does not mention ``additionalProperties`` (the
+    spec's default is open); an explicit ``true`` or subschema still opens them.
 
     Raises
     ------
@@ -466,7 +473,7 @@ def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"]
     UnsupportedFeatureError
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
-    conv = _Converter(schema, whitespace)
+    conv = _Converter(schema, whitespace, strict)
     conv.convert(schema, "")
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     return Grammar(tuple(rules), "root")  # checked when compiled

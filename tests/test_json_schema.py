@@ -132,3 +132,21 @@ def test_left_recursion_is_a_compile_error():
     schema = {"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"}
     with pytest.raises(structgen.CompileError, match="left recursion"):
         structgen.compile_json_schema(schema, BYTES)
+
+
+def test_strict_closes_objects_unless_the_schema_opens_them():
+    closed = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    opened = dict(closed, additionalProperties=True)
+
+    def ok(schema, text):
+        m = structgen.compile_json_schema(schema, BYTES, strict=True).matcher()
+        return all(m.advance(b) for b in text.encode()) and m.can_end()
+
+    assert ok(closed, '{"a": 1}') and not ok(closed, '{"a": 1, "b": 2}')
+    assert ok(opened, '{"a": 1, "b": 2}')
+    assert accepts(closed, '{"a": 1, "b": 2}')  # not strict: the spec's open default
+
+
+def test_schema_text_that_is_not_json_is_a_schema_error():
+    with pytest.raises(SchemaError, match="not valid JSON"):
+        structgen.compile_json_schema("{'type': 'string'}", BYTES)
