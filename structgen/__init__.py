@@ -20,6 +20,8 @@ from .errors import (
     StructgenError,
     UnsupportedFeatureError,
 )
+from .decoding import GenerationStats
+from .generator import Generator, JsonResult, generate_json
 from .ir import Grammar
 from .matcher import Matcher
 from .vocab import Vocabulary
@@ -31,14 +33,18 @@ __all__ = [
     "CompiledGrammar",
     "Compiler",
     "DecodingError",
+    "GenerationStats",
+    "Generator",
     "Grammar",
     "GrammarError",
     "IncompleteGenerationError",
+    "JsonResult",
     "Matcher",
     "SchemaError",
     "StructgenError",
     "UnsupportedFeatureError",
     "Vocabulary",
     "compile_json_schema",
+    "generate_json",
     "prepare_vocabulary",
 ]

@@ -1,0 +1,205 @@
+"""The user-facing API: a reusable :class:`Generator` and :func:`generate_json`.
+
+A ``Generator`` owns a model, its tokenizer, their vocabulary and a compile cache; ``json()``
+compiles the schema (strict objects, compact whitespace by default, so a small model stays on
+the rails and the output still validates), builds the prompt through the chat template, decodes
+with forced-text drafts (:mod:`structgen.decoding`) and parses the result.
+
+Example
+-------
+>>> import structgen                                                          # doctest: +SKIP
+>>> schema = {"type": "object", "properties": {"name": {"type": "string"}},
+...           "required": ["name"], "additionalProperties": False}        # doctest: +SKIP
+>>> structgen.generate_json(schema, "Extract the person: Ada Lovelace, 36.")  # doctest: +SKIP
+{'name': 'Ada Lovelace'}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .compiler import Compiler
+from .decoding import GenerationStats, PassCosts, decode
+from .errors import DecodingError, SchemaError
+from .vocab import Vocabulary
+
+__all__ = ["Generator", "JsonResult", "generate_json"]
+
+Whitespace = Literal["compact", "flexible"]
+
+
+@dataclass
+class JsonResult:
+    """One generated JSON value.
+
+    ``value`` is the parsed JSON (an instance of the Pydantic model when one was given);
+    ``token_ids`` and ``text`` exclude the final end-of-sequence token; ``finish_reason`` is
+    ``"eos"`` (the model ended) or ``"grammar"`` (nothing else could follow).
+    """
+
+    value: Any
+    text: str
+    token_ids: list[int]
+    finish_reason: Literal["eos", "grammar"]
+    stats: GenerationStats
+
+
+class Generator:
+    """A model, its tokenizer and a compile cache, ready to generate structured output.
+
+    Parameters
+    ----------
+    model, tokenizer
+        A transformers causal LM and its tokenizer; both ``None`` loads the embedded default,
+        SmolLM2-135M-Instruct (see :func:`structgen.models.load_default_model`).
+    device
+        Where to run the model (e.g. ``"cpu"``, ``"cuda"``); default: where it is.
+
+    Example
+    -------
+    >>> gen = Generator()                                                # doctest: +SKIP
+    >>> r = gen.json({"enum": ["red", "green"]}, "Colour of grass?")     # doctest: +SKIP
+    >>> r.value, r.stats.forward_passes < r.stats.new_tokens + 1         # doctest: +SKIP
+    ('green', True)
+    """
+
+    def __init__(self, model: Any = None, tokenizer: Any = None, *, device: Any = None) -> None:
+        if model is None:
+            if tokenizer is not None:
+                raise ValueError("pass a model with the tokenizer, or neither for the default model")
+            from .models import load_default_model
+
+            model, tokenizer = load_default_model()
+        elif tokenizer is None:
+            raise ValueError("a tokenizer is needed with the model")
+        if device is not None:
+            model = model.to(device)
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        embeddings = model.get_output_embeddings()
+        width = embeddings.weight.shape[0] if embeddings is not None else None
+        self.vocabulary = Vocabulary.from_tokenizer(
+            tokenizer, vocab_size=width, generation_config=getattr(model, "generation_config", None))
+        self.compiler = Compiler(self.vocabulary)
+        self._costs: PassCosts | None = None
+
+    @property
+    def pass_costs(self) -> PassCosts:
+        """Relative cost of a forward pass by number of new positions, measured on first use."""
+        if self._costs is None:
+            self._costs = PassCosts.measure(self.model)
+        return self._costs
+
+    def prompt_ids(self, schema: Any, prompt: str, *, include_schema: bool = True, raw: bool = False) -> list[int]:
+        """The token ids fed to the model: the chat template (when the tokenizer has one) around
+        the prompt, with the schema shown in the message unless ``include_schema=False``;
+        ``raw=True`` encodes the prompt as it is."""
+        if raw:
+            return list(self.tokenizer.encode(prompt, add_special_tokens=False))
+        schema = _as_schema(schema)[0]
+        content = prompt
+        if include_schema:
+            content += ("\n\nAnswer with only a JSON value that follows this JSON schema:\n"
+                        + json.dumps(schema, ensure_ascii=False))
+        if not getattr(self.tokenizer, "chat_template", None):
+            return list(self.tokenizer.encode(content, add_special_tokens=True))
+        encoded = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
+                                                     add_generation_prompt=True, tokenize=True)
+        ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
+        return list(ids)
+
+    def json(self, schema: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
+             top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
+             whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
+             raw: bool = False) -> JsonResult:
+        """Generate one JSON value that validates against ``schema``.
+
+        Parameters
+        ----------
+        schema
+            A JSON schema (dict or JSON text) or a Pydantic model class.
+        prompt
+            The user's request; see :meth:`prompt_ids` for how it reaches the model.
+        max_new_tokens
+            Token budget; running out raises :class:`~structgen.IncompleteGenerationError`.
+        temperature, top_p, top_k, seed
+            ``temperature=0`` is greedy; otherwise sampling from the masked distribution.
+        speculate
+            Draft the text the grammar forces (default). ``False`` decodes one pass per token,
+            the reference that drafting reproduces token for token.
+        whitespace, strict
+            Grammar options (compact whitespace and closed objects by default); see
+            :func:`~structgen.compile_json_schema`.
+
+        Raises
+        ------
+        SchemaError, UnsupportedFeatureError
+            The schema is invalid, or uses a keyword structgen cannot honour.
+        IncompleteGenerationError
+            The budget ran out; ``partial_text``, ``token_ids`` and ``stats`` are kept.
+        """
+        plain, model_class = _as_schema(schema)
+        compiled = self.compiler.json_schema(plain, whitespace=whitespace, strict=strict)
+        ids = self.prompt_ids(plain, prompt, include_schema=include_schema, raw=raw)
+        tokens, finish, stats = decode(
+            self.model, self.tokenizer, self.vocabulary, compiled.matcher(), ids,
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+            seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None)
+        text = _text_of(self.vocabulary, tokens)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DecodingError(f"internal error: the output is not JSON ({err}): {text!r}") from err
+        _check_valid(plain, value, text)
+        if model_class is not None:
+            value = model_class.model_validate(value)
+        return JsonResult(value, text, tokens, finish, stats)
+
+
+def _text_of(vocab: Vocabulary, tokens: list[int]) -> str:
+    # The grammar works on the tokens' bytes; decode those, not the tokenizer's text view,
+    # which may strip or add spaces around SentencePiece pieces.
+    return b"".join(vocab.tokens[t] or b"" for t in tokens).decode("utf-8")
+
+
+def _as_schema(schema: Any) -> tuple[Any, Any]:
+    """(JSON schema, Pydantic model class or None)."""
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema(), schema
+    if isinstance(schema, str):
+        try:
+            return json.loads(schema), None
+        except json.JSONDecodeError as err:
+            raise SchemaError(f"the schema is not valid JSON: {err}") from err
+    return schema, None
+
+
+def _check_valid(schema: Any, value: Any, text: str) -> None:
+    from jsonschema import validators
+
+    cls = validators.validator_for(schema if isinstance(schema, dict) else {})
+    error = next(iter(cls(schema).iter_errors(value)), None)
+    if error is not None:
+        raise DecodingError(f"internal error: the output does not validate ({error.message}): {text!r}")
+
+
+_DEFAULT: Generator | None = None
+
+
+def generate_json(schema: Any, prompt: str, **options: Any) -> Any:
+    """Generate a JSON value for ``prompt`` that validates against ``schema``, on the default model.
+
+    Options are those of :meth:`Generator.json`. The default model is loaded on first use and
+    kept for later calls.
+
+    Example
+    -------
+    >>> generate_json({"type": "integer"}, "How many legs has a spider?")   # doctest: +SKIP
+    8
+    """
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Generator()
+    return _DEFAULT.json(schema, prompt, **options).value
