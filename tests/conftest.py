@@ -45,5 +45,17 @@ def smollm2_model():
 def pytest_collection_modifyitems(config, items):
     """Any test that uses the real model is ``slow`` (still run in CI; ``-m 'not slow'`` skips)."""
     for item in items:
-        if "smollm2_model" in getattr(item, "fixturenames", ()):
+        if {"smollm2_model", "generator"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def generator(smollm2_model):
+    """A :class:`structgen.Generator` on the default model, shared by the session."""
+    import torch
+
+    import structgen
+
+    torch.set_num_threads(2)
+    model, tokenizer = smollm2_model
+    return structgen.Generator(model, tokenizer)
