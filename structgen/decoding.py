@@ -124,7 +124,14 @@ class PassCosts:
                     cache.crop(-n)
                 seconds[n] = best
         base = seconds[min(sizes)]
-        return PassCosts({n: s / base for n, s in seconds.items()})
+        # A wider pass never costs less than a narrower one: timing noise (another process on
+        # the cores) must not make a draft look free, so the curve is kept non-decreasing.
+        relative: dict[int, float] = {}
+        floor = 1.0
+        for n in sorted(seconds):
+            floor = max(floor, seconds[n] / base)
+            relative[n] = floor
+        return PassCosts(relative)
 
 
 def forced_draft(matcher: Matcher, tokenizer: Any, vocab: Vocabulary, limit: int = MAX_DRAFT) -> list[int]:
