@@ -27,6 +27,7 @@ Example
 
 from __future__ import annotations
 
+import secrets
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -211,7 +212,8 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
     greedy = temperature == 0.0
     if not greedy and temperature < 0:
         raise ValueError(f"temperature must be >= 0, not {temperature}")
-    generator = torch.Generator().manual_seed(seed if seed is not None else torch.seed())
+    # Sampling draws from its own generator: the global torch RNG is neither used nor reseeded.
+    generator = torch.Generator().manual_seed(seed if seed is not None else secrets.randbits(63))
     stats = GenerationStats(prefill_tokens=len(prompt_ids))
     reason = _no_speculation_reason(model)
     if not speculate:
@@ -238,12 +240,11 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
     def incomplete() -> IncompleteGenerationError:
         stats.new_tokens = len(tokens)
         stats.seconds = time.perf_counter() - started
-        err = IncompleteGenerationError(
+        return IncompleteGenerationError(
             f"max_new_tokens={max_new_tokens} ran out before the value was complete; raise it "
             "or tighten the schema (e.g. maxLength)",
-            partial_text=tokenizer.decode(tokens), token_ids=list(tokens))
-        err.stats = stats  # type: ignore[attr-defined]
-        return err
+            partial_text=b"".join(vocab.tokens[t] or b"" for t in tokens).decode("utf-8", "replace"),
+            token_ids=list(tokens), stats=stats)
 
     with torch.no_grad():
         cache = DynamicCache(config=model.config)

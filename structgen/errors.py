@@ -6,6 +6,8 @@ also subclass :class:`ValueError`, errors during decoding also :class:`RuntimeEr
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "StructgenError",
     "SchemaError",
@@ -62,10 +64,12 @@ class DecodingError(StructgenError, RuntimeError):
 class IncompleteGenerationError(DecodingError):
     """Generation stopped (token budget, stop condition) before the value was complete.
 
-    ``partial_text`` and ``token_ids`` hold what was generated, so nothing is lost.
+    ``partial_text`` and ``token_ids`` hold what was generated, so nothing is lost; ``stats``
+    (a :class:`~structgen.GenerationStats`, when raised by the decoding loop) what it cost.
     """
 
-    def __init__(self, message: str, *, partial_text: str, token_ids: list[int]) -> None:
+    def __init__(self, message: str, *, partial_text: str, token_ids: list[int], stats: Any = None) -> None:
         super().__init__(message)
         self.partial_text = partial_text
         self.token_ids = token_ids
+        self.stats = stats
