@@ -31,12 +31,13 @@ import secrets
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # torch is imported where a model runs, so compiling grammars never needs it
+    import torch
 
 import numpy as np
-import torch
 
-from . import sampling
 from .errors import DecodingError, IncompleteGenerationError
 from .matcher import Matcher
 from .vocab import Vocabulary, prefix_range_end
@@ -107,6 +108,7 @@ class PassCosts:
     def measure(model: Any, *, context: int = 256, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32),
                 repeats: int = 3) -> "PassCosts":
         """Time passes over ``sizes`` new positions after ``context`` cached ones (best of ``repeats``)."""
+        import torch
         from transformers import DynamicCache
 
         device = next(model.parameters()).device
@@ -182,6 +184,8 @@ class _Masker:
         self.width = width
 
     def masked(self, logits: torch.Tensor, matcher: Matcher) -> torch.Tensor:
+        import torch
+
         bits = np.unpackbits(matcher.mask_words().view(np.uint8), bitorder="little")[: self.width]
         if bits.size < self.width:  # logits wider than the vocabulary: the rest stays masked
             bits = np.concatenate([bits, np.zeros(self.width - bits.size, np.uint8)])
@@ -205,7 +209,10 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
     IncompleteGenerationError
         ``max_new_tokens`` ran out first; it carries the partial text, tokens and stats.
     """
+    import torch
     from transformers import DynamicCache
+
+    from . import sampling
 
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, not {max_new_tokens}")
