@@ -42,7 +42,7 @@ from .errors import DecodingError, IncompleteGenerationError
 from .matcher import Matcher
 from .vocab import Vocabulary, prefix_range_end
 
-__all__ = ["GenerationStats", "PassCosts", "decode", "forced_draft"]
+__all__ = ["DraftEnds", "GenerationStats", "PassCosts", "decode", "forced_draft"]
 
 #: Longest draft proposed at once.
 MAX_DRAFT = 16
@@ -195,11 +195,43 @@ class _Masker:
         return logits.float().masked_fill(~allowed, float("-inf"))
 
 
+class DraftEnds:
+    """How often the model refused each token when it ended a draft, learned as it decodes.
+
+    A draft's last token meets free text: the canonical split there is often not the model's
+    (SmolLM2 writes ``":`` then ``"New`` rather than ``":"`` then ``New``). A token refused in
+    most of at least ``min_seen`` such positions is no longer proposed last; the pass then ends
+    one token earlier and the model's own token comes as the bonus, at no loss.
+    """
+
+    def __init__(self, min_seen: int = 3, max_refused: float = 0.5) -> None:
+        self.min_seen = min_seen
+        self.max_refused = max_refused
+        self.seen: dict[int, list[int]] = {}  # token -> [times proposed last, times refused]
+
+    def trim(self, draft: list[int]) -> list[int]:
+        if draft:
+            seen, refused = self.seen.get(draft[-1], (0, 0))
+            if seen >= self.min_seen and refused > self.max_refused * seen:
+                return draft[:-1]
+        return draft
+
+    def record(self, draft: list[int], kept: int) -> None:
+        if draft and kept >= len(draft) - 1:  # the last token was judged
+            entry = self.seen.setdefault(draft[-1], [0, 0])
+            entry[0] += 1
+            entry[1] += kept < len(draft)
+
+
 def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prompt_ids: list[int], *,
            max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
            seed: int | None = None, speculate: bool = True, costs: PassCosts | None = None,
-           acceptance_prior: float = 0.9) -> tuple[list[int], Literal["eos", "grammar"], GenerationStats]:
+           acceptance_prior: float = 0.9,
+           draft_ends: DraftEnds | None = None) -> tuple[list[int], Literal["eos", "grammar"], GenerationStats]:
     """Decode one sequence under ``matcher``; return (token ids, how it ended, stats).
+
+    ``draft_ends`` carries what was learned about draft ends across calls (a
+    :class:`Generator` keeps one per model); drafts only change speed, never the output.
 
     ``token_ids`` exclude the final EOS. ``finish`` is ``"eos"`` when the model chose an
     end-of-sequence token and ``"grammar"`` when nothing else could follow (no pass spent).
@@ -229,6 +261,7 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
         stats.speculation = f"off: {reason}"
         speculate = False
     costs = costs or PassCosts()
+    draft_ends = draft_ends if draft_ends is not None else DraftEnds()
     acceptance = acceptance_prior
     device = next(model.parameters()).device
     width = model.get_output_embeddings().weight.shape[0] if model.get_output_embeddings() is not None \
@@ -277,6 +310,7 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
             draft: list[int] = []
             if speculate:
                 draft = forced_draft(matcher, tokenizer, vocab, min(MAX_DRAFT, max_new_tokens - len(tokens)))
+                draft = draft_ends.trim(draft)
                 draft = draft[:costs.best_length(len(draft), acceptance)]
             out = model(input_ids=torch.tensor([[token] + draft], device=device), past_key_values=cache,
                         use_cache=True)
@@ -299,6 +333,7 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
                 kept += 1
             stats.drafted_tokens += len(draft)
             stats.accepted_tokens += kept
+            draft_ends.record(draft, kept)
             if draft:
                 acceptance = 0.8 * acceptance + 0.2 * (kept / len(draft))
             if kept < len(draft):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .compiler import Compiler
-from .decoding import GenerationStats, PassCosts, decode
+from .decoding import DraftEnds, GenerationStats, PassCosts, decode
 from .errors import DecodingError, SchemaError
 from .vocab import Vocabulary
 
@@ -84,6 +84,7 @@ class Generator:
             tokenizer, vocab_size=width, generation_config=getattr(model, "generation_config", None))
         self.compiler = Compiler(self.vocabulary)
         self._costs: PassCosts | None = None
+        self._draft_ends = DraftEnds()  # learned per model: which draft ends it tends to refuse
 
     @property
     def pass_costs(self) -> PassCosts:
@@ -146,7 +147,8 @@ class Generator:
         tokens, finish, stats = decode(
             self.model, self.tokenizer, self.vocabulary, compiled.matcher(), ids,
             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None)
+            seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None,
+            draft_ends=self._draft_ends)
         text = _text_of(self.vocabulary, tokens)
         try:
             value = json.loads(text)

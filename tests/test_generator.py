@@ -99,3 +99,17 @@ def test_draft_length_follows_the_pass_cost_curve():
     assert costs.best_length(8, acceptance=0.95) == 7  # a 9th position would cost a 16-wide pass
     assert costs.best_length(8, acceptance=0.3) == 0  # an unlikely draft does not pay for the wider pass
     assert costs.best_length(0, acceptance=1.0) == 0
+
+
+def test_draft_ends_the_model_keeps_refusing_are_dropped():
+    from structgen.decoding import DraftEnds
+
+    ends = DraftEnds(min_seen=3, max_refused=0.5)
+    assert ends.trim([5, 7]) == [5, 7]
+    for _ in range(3):
+        ends.record([5, 7], kept=1)  # 7 proposed last and refused
+    ends.record([5, 9], kept=2)      # 9 proposed last and kept
+    ends.record([7, 5, 9], kept=0)   # refused before the end: the last token was not judged
+    assert ends.trim([5, 7]) == [5]
+    assert ends.trim([5, 9]) == [5, 9]
+    assert ends.seen[9] == [1, 0]
