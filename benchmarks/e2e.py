@@ -57,7 +57,6 @@ import argparse
 import datetime
 import gc
 import gzip
-import importlib.metadata
 import json
 import os
 import platform
@@ -71,6 +70,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
+
+from _report import cpu_model, git_commit, package_versions
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -690,34 +691,7 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def versions() -> str:
-    got = []
-    for pkg in ("torch", "transformers", "xgrammar", "llguidance", "jsonschema", "numpy"):
-        try:
-            got.append(f"{pkg} {importlib.metadata.version(pkg)}")
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return ", ".join(got)
-
-
-def git_commit() -> str:
-    """The checkout's commit, ``+dirty`` when structgen/ has uncommitted changes."""
-    import subprocess
-
-    def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + ("+dirty" if git("status", "--porcelain", "--", "structgen") else "")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return package_versions(("torch", "transformers", "xgrammar", "llguidance", "jsonschema", "numpy"))
 
 
 def agreement(results: dict[str, dict[str, list[Run]]], pairs: list[dict[str, Any]], a: str, b: str,

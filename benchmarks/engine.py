@@ -39,7 +39,6 @@ import gc  # noqa: E402
 import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import gzip  # noqa: E402
-import importlib.metadata  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
@@ -54,6 +53,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, Iterator  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _report import cpu_model, git_commit, package_versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -404,35 +404,7 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def versions(engines: list[str]) -> str:
-    names = [*(ENGINE_CLASSES[e].package for e in engines), "transformers", "numpy", "torch"]
-    got = []
-    for pkg in dict.fromkeys(names):
-        try:
-            got.append(f"{pkg} {importlib.metadata.version(pkg)}")
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return ", ".join(got)
-
-
-def git_commit() -> str:
-    """The checkout's commit, ``+dirty`` when structgen/ has uncommitted changes."""
-    import subprocess
-
-    def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + ("+dirty" if git("status", "--porcelain", "--", "structgen") else "")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return package_versions([*(ENGINE_CLASSES[e].package for e in engines), "transformers", "numpy", "torch"])
 
 
 def rejection(tokenizer: Any, tokens: list[int], o: Outcome) -> str:

@@ -1,0 +1,42 @@
+"""What every benchmark report records about the run: package versions, commit, CPU."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import subprocess
+from pathlib import Path
+from typing import Iterable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def package_versions(packages: Iterable[str]) -> str:
+    """``"torch 2.13.0, numpy 2.4.6"`` for the installed ones among ``packages``."""
+    got = []
+    for pkg in dict.fromkeys(packages):
+        try:
+            got.append(f"{pkg} {importlib.metadata.version(pkg)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return ", ".join(got)
+
+
+def git_commit() -> str:
+    """The checkout's commit, ``+dirty`` when structgen/ has uncommitted changes."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + ("+dirty" if git("status", "--porcelain", "--", "structgen") else "")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
