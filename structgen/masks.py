@@ -18,7 +18,12 @@ isolated walk of a JSON string body keeps just the tokens that close the string.
 Counted rules (string length bounds, bounded whitespace) store, per token, how many items it
 starts: the mask for count ``c`` is the shared inside mask intersected with "starts at most
 ``max - c`` items", a per-count bitset; crossing remainders carry the item count at their return
-point and are kept when ``min <= c + n <= max``.
+point and are kept when ``min <= c + n <= max``. A guard (an object's defined keys excluded from
+its extra keys) only restricts where a counted rule may end, so it filters crossing tokens and
+never the shared inside mask.
+
+Facts are shared through a bounded per-vocabulary cache (each grammar keeps the ones it uses),
+and facts that were slow to compute are also kept on disk, keyed by vocabulary and rule.
 
 A set's mask is the union of its stacks' masks, memoized per set; end-of-sequence ids are set
 exactly when the set holds ``ACCEPT``.
