@@ -1,9 +1,10 @@
-"""What every benchmark report records about the run: package versions, commit, CPU."""
+"""Pieces every benchmark report shares: package versions, commit, CPU, MaskBench sources, tables."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import platform
+import re
 import subprocess
 from pathlib import Path
 from typing import Iterable
@@ -40,3 +41,17 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def source_of(name: str) -> str:
+    """MaskBench subset of a schema name: ``Github_easy---x.json`` -> ``Github_easy``, ``BFCL_simple_3.json`` -> ``BFCL``."""
+    prefix = name.split("---")[0]
+    if prefix.startswith("BFCL_"):
+        return "BFCL"
+    return re.sub(r"_\d+\.json$", "", prefix)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)

@@ -61,7 +61,6 @@ import json
 import os
 import platform
 import random
-import re
 import shlex
 import sys
 import time
@@ -71,7 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from _report import cpu_model, git_commit, package_versions
+from _report import cpu_model, git_commit, markdown_table, package_versions, source_of
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -99,14 +98,6 @@ WARMUP_PAIR = {
 # --------------------------------------------------------------------------------------------
 # Pairs
 # --------------------------------------------------------------------------------------------
-
-
-def source_of(name: str) -> str:
-    """MaskBench subset of a schema name: ``Github_easy---x.json`` -> ``Github_easy``, ``BFCL_simple_3.json`` -> ``BFCL``."""
-    prefix = name.split("---")[0]
-    if prefix.startswith("BFCL_"):
-        return "BFCL"
-    return re.sub(r"_\d+\.json$", "", prefix)
 
 
 def compact(value: Any) -> str:
@@ -682,12 +673,6 @@ def ratio_cell(results: dict[str, dict[str, list[Run]]], a: str, b: str) -> str:
         return "–"
     ratios = [ta[p] / tb[p] for p in common]
     return f"{fmt(pct(ratios, 50))} (p10 {fmt(pct(ratios, 10))}, p90 {fmt(pct(ratios, 90))}; n={len(common)})"
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def versions() -> str:

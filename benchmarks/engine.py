@@ -42,7 +42,6 @@ import gzip  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
-import re  # noqa: E402
 import shlex  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -53,7 +52,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, Iterator  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _report import cpu_model, git_commit, package_versions  # noqa: E402
+from _report import cpu_model, git_commit, markdown_table, package_versions, source_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -91,14 +90,6 @@ class Case:
     source: str
     schema: Any
     instance: Any
-
-
-def source_of(name: str) -> str:
-    """MaskBench subset of a schema name: ``Github_easy---x.json`` -> ``Github_easy``, ``BFCL_simple_3.json`` -> ``BFCL``."""
-    prefix = name.split("---")[0]
-    if prefix.startswith("BFCL_"):
-        return "BFCL"
-    return re.sub(r"_\d+\.json$", "", prefix)
 
 
 def load_cases(path: Path) -> dict[str, list[Case]]:
@@ -395,12 +386,6 @@ def ratio_row(peer: str, results: dict[str, dict[str, Outcome]]) -> list[str]:
     m_ours, m_theirs = ([t for k in walked for t in r[k].mask_us] for r in (ours, theirs))
     return [f"structgen / {peer}", str(len(both)), fmt(pct(c_ours, 50) / pct(c_theirs, 50)),
             str(len(walked)), fmt(pct(m_ours, 50) / pct(m_theirs, 50))]
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def versions(engines: list[str]) -> str:
