@@ -135,13 +135,19 @@ class Compiler:
         """Compile a JSON schema (a dict, a bool or a JSON string); see :func:`compile_json_schema`."""
         from .json_schema import schema_to_grammar
 
-        if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as err:
-                raise SchemaError(f"the schema is not valid JSON: {err}") from err
+        schema = parse_schema(schema)
         return self.grammar(schema_to_grammar(schema, whitespace=whitespace, strict=strict),
                             source=schema)
+
+
+def parse_schema(schema: Any) -> Any:
+    """A schema given as JSON text, parsed; any other value as it is."""
+    if not isinstance(schema, str):
+        return schema
+    try:
+        return json.loads(schema)
+    except json.JSONDecodeError as err:
+        raise SchemaError(f"the schema is not valid JSON: {err}") from err
 
 
 def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *,

@@ -283,7 +283,7 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
         return IncompleteGenerationError(
             f"max_new_tokens={max_new_tokens} ran out before the value was complete; raise it "
             "or tighten the schema (e.g. maxLength)",
-            partial_text=b"".join(vocab.tokens[t] or b"" for t in tokens).decode("utf-8", "replace"),
+            partial_text=vocab.token_bytes(tokens).decode("utf-8", "replace"),
             token_ids=list(tokens), stats=stats)
 
     with torch.no_grad():

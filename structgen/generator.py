@@ -20,9 +20,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .compiler import Compiler
+from .compiler import Compiler, parse_schema
 from .decoding import DraftEnds, GenerationStats, PassCosts, decode
-from .errors import DecodingError, SchemaError
+from .errors import DecodingError
 from .vocab import Vocabulary
 
 __all__ = ["Generator", "JsonResult", "generate_json"]
@@ -149,7 +149,9 @@ class Generator:
             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
             seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None,
             draft_ends=self._draft_ends)
-        text = _text_of(self.vocabulary, tokens)
+        # The grammar works on the tokens' bytes: decode those, not the tokenizer's text view,
+        # which may strip or add spaces around SentencePiece pieces.
+        text = self.vocabulary.token_bytes(tokens).decode("utf-8")
         try:
             value = json.loads(text)
         except json.JSONDecodeError as err:
@@ -160,22 +162,11 @@ class Generator:
         return JsonResult(value, text, tokens, finish, stats)
 
 
-def _text_of(vocab: Vocabulary, tokens: list[int]) -> str:
-    # The grammar works on the tokens' bytes; decode those, not the tokenizer's text view,
-    # which may strip or add spaces around SentencePiece pieces.
-    return b"".join(vocab.tokens[t] or b"" for t in tokens).decode("utf-8")
-
-
 def _as_schema(schema: Any) -> tuple[Any, Any]:
     """(JSON schema, Pydantic model class or None)."""
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         return schema.model_json_schema(), schema
-    if isinstance(schema, str):
-        try:
-            return json.loads(schema), None
-        except json.JSONDecodeError as err:
-            raise SchemaError(f"the schema is not valid JSON: {err}") from err
-    return schema, None
+    return parse_schema(schema), None
 
 
 def _check_valid(schema: Any, value: Any, text: str) -> None:

@@ -141,6 +141,10 @@ class Vocabulary:
         """Number of 32-bit words of a token bitmask."""
         return (self.size + 31) // 32
 
+    def token_bytes(self, token_ids: Iterable[int]) -> bytes:
+        """The bytes that ``token_ids`` spell (special tokens spell nothing)."""
+        return b"".join(self.tokens[t] or b"" for t in token_ids)
+
     @cached_property
     def fingerprint(self) -> str:
         h = hashlib.sha1()
