@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from .errors import CompileError
-from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Minus, Ref, Repeat, Seq
+from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq
 
 __all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton"]
 
@@ -176,27 +176,10 @@ def _build(nfa: _NFA, e: Expr, names: dict[str, int], rule: str) -> tuple[int, i
             nfa.eps[b].append(end)
             cur = b
         return s, end
-    if isinstance(e, Minus):
-        return _embed_minus(nfa, e, names, rule, s)
     raise CompileError(f"rule '{rule}': unexpected IR node {type(e).__name__}")
 
 
 _REGULAR_DFAS: dict[Expr, RuleAutomaton] = {}
-_GROUPS: dict[int, list[list[tuple[int, frozenset[int]]]]] = {}
-
-
-def _byte_groups(dfa: RuleAutomaton) -> list[list[tuple[int, frozenset[int]]]]:
-    """Per state, its byte transitions grouped by target (cached with the cached DFA)."""
-    got = _GROUPS.get(id(dfa))
-    if got is None:
-        got = []
-        for row in dfa.trans:
-            by: dict[int, set[int]] = {}
-            for b, t in row.items():
-                by.setdefault(t, set()).add(b)
-            got.append([(t, frozenset(bs)) for t, bs in by.items()])
-        _GROUPS[id(dfa)] = got
-    return got
 
 
 def _regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
@@ -208,46 +191,8 @@ def _regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
         got = _determinize(sub, a, b, rule)
         if len(_REGULAR_DFAS) > 4096:
             _REGULAR_DFAS.clear()
-            _GROUPS.clear()
         _REGULAR_DFAS[e] = got
     return got
-
-
-def _embed_minus(nfa: _NFA, e: Minus, names: dict[str, int], rule: str, s: int) -> tuple[int, int]:
-    """Product of the item's DFA with the trie of excluded strings, embedded into ``nfa``."""
-    dfa = _regular_dfa(e.item, rule)
-    groups = _byte_groups(dfa)
-    # trie node = the bytes read so far while still a prefix of an excluded string; None = free
-    prefixes = {x[:k] for x in e.excluded for k in range(len(x) + 1)}
-    nexts: dict[bytes, set[int]] = {}
-    for p in prefixes:
-        if p:
-            nexts.setdefault(p[:-1], set()).add(p[-1])
-    end = nfa.new()
-    ids: dict[tuple[int, bytes | None], int] = {}
-    todo: list[tuple[int, bytes | None]] = []
-
-    def node(q: int, p: bytes | None) -> int:
-        key = (q, p)
-        if key not in ids:
-            ids[key] = s if not ids else nfa.new()
-            todo.append(key)
-        return ids[key]
-
-    node(0, b"")
-    while todo:
-        q, p = todo.pop()
-        here = ids[(q, p)]
-        if dfa.accept[q] and (p is None or p not in e.excluded):
-            nfa.eps[here].append(end)
-        special = nexts.get(p, set()) if p is not None else set()
-        for t, bs in groups[q]:
-            free = bs - special if special else bs
-            if free:
-                nfa.edges[here].append((free, node(t, None)))
-            for b in bs & special if special else ():
-                nfa.edges[here].append((frozenset((b,)), node(t, p + bytes((b,)))))  # type: ignore[operator]
-    return s, end
 
 
 def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:

@@ -21,7 +21,7 @@ from typing import Union
 
 from .errors import GrammarError
 
-__all__ = ["seq", "alt", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Minus", "Ref", "Counted", "Expr", "Grammar"]
+__all__ = ["seq", "alt", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Expr", "Grammar"]
 
 
 @dataclass(frozen=True)
@@ -119,17 +119,6 @@ class Repeat:
 
 
 @dataclass(frozen=True)
-class Minus:
-    """``item`` (regular: no :class:`Ref`) minus a finite set of byte strings."""
-
-    item: "Expr"
-    excluded: frozenset[bytes]
-
-    def __str__(self) -> str:
-        return f"({self.item} - {{{', '.join(_quote(x) for x in sorted(self.excluded))}}})"
-
-
-@dataclass(frozen=True)
 class Ref:
     """A call of another rule by name (the automaton keeps calls on a stack)."""
 
@@ -183,7 +172,7 @@ def alt(*items: "Expr") -> "Expr":
     return items[0] if len(items) == 1 else Alt(tuple(items))
 
 
-Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted, Minus]
+Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted]
 
 
 @dataclass(frozen=True)
@@ -210,9 +199,8 @@ class Grammar:
                     raise GrammarError(f"rule '{name}' refers to undefined rule '{node.name}'")
                 if isinstance(node, Counted) and node is not body:
                     raise GrammarError(f"rule '{name}': a counted repeat must be a whole rule body")
-                if isinstance(node, (Counted, Minus)) and any(isinstance(x, Ref) for x in _nodes(node.item)):
-                    raise GrammarError(f"rule '{name}': a counted item or the left side of a "
-                                       "difference must not refer to other rules")
+                if isinstance(node, Counted) and any(isinstance(x, Ref) for x in _nodes(node.item)):
+                    raise GrammarError(f"rule '{name}': a counted item must not refer to other rules")
         return self
 
     def __str__(self) -> str:
@@ -224,7 +212,7 @@ def _nodes(e: Expr):
     if isinstance(e, (Seq, Alt)):
         for x in e.items:
             yield from _nodes(x)
-    elif isinstance(e, (Repeat, Counted, Minus)):
+    elif isinstance(e, (Repeat, Counted)):
         yield from _nodes(e.item)
 
 
