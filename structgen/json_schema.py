@@ -25,7 +25,6 @@ Example
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -33,7 +32,8 @@ import re
 from typing import Any, Literal
 
 from .errors import SchemaError, UnsupportedFeatureError
-from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
+from .ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
+from .json_text import JSON_CHAR, JSON_INTEGER, JSON_NUMBER, char_encodings, string_literal
 
 __all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ASSERTION_KEYWORDS"]
 
@@ -63,93 +63,6 @@ _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _OBJECT_KW = {"properties", "required", "additionalProperties"}
 _ARRAY_KW = {"items"}
 _STRING_KW = {"minLength", "maxLength"}
-
-# ---------------------------------------------------------------- JSON lexical pieces
-
-_HEX = ByteClass.of("0-9a-fA-F")
-_CONT = ByteClass(((0x80, 0xBF),))
-
-
-def _bc(*ranges: tuple[int, int]) -> ByteClass:
-    return ByteClass(tuple(ranges))
-
-
-# One JSON string character: unescaped UTF-8 (no control chars, no '"' or '\'), a short escape,
-# or a \u escape of a non-surrogate / a valid surrogate pair (lone surrogates are refused).
-_UTF8_MULTI = Alt((
-    Seq((_bc((0xC2, 0xDF)), _CONT)),
-    Seq((Lit(b"\xe0"), _bc((0xA0, 0xBF)), _CONT)),
-    Seq((_bc((0xE1, 0xEC), (0xEE, 0xEF)), _CONT, _CONT)),
-    Seq((Lit(b"\xed"), _bc((0x80, 0x9F)), _CONT)),
-    Seq((Lit(b"\xf0"), _bc((0x90, 0xBF)), _CONT, _CONT)),
-    Seq((_bc((0xF1, 0xF3)), _CONT, _CONT, _CONT)),
-    Seq((Lit(b"\xf4"), _bc((0x80, 0x8F)), _CONT, _CONT)),
-))
-_ESCAPE = Seq((Lit(b"\\"), Alt((
-    ByteClass.of('"\\\\/bfnrt'),
-    Seq((Lit(b"u"), Alt((
-        Seq((ByteClass.of("0-9a-cA-CeEfF"), _HEX, _HEX, _HEX)),
-        Seq((ByteClass.of("dD"), ByteClass.of("0-7"), _HEX, _HEX)),
-        Seq((ByteClass.of("dD"), ByteClass.of("89abAB"), _HEX, _HEX,
-             Lit(b"\\u"), ByteClass.of("dD"), ByteClass.of("c-fC-F"), _HEX, _HEX)),
-    )))),
-))))
-JSON_CHAR = Alt((_bc((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)), _UTF8_MULTI, _ESCAPE))
-
-_DIGITS = Repeat(ByteClass.of("0-9"), 0, None)
-_INT_BODY = Seq((Repeat(Lit(b"-"), 0, 1), Alt((Lit(b"0"), Seq((ByteClass.of("1-9"), _DIGITS))))))
-_NUMBER = Seq((
-    _INT_BODY,
-    Repeat(Seq((Lit(b"."), ByteClass.of("0-9"), _DIGITS)), 0, 1),
-    Repeat(Seq((ByteClass.of("eE"), Repeat(ByteClass.of("+-"), 0, 1), ByteClass.of("0-9"), _DIGITS)), 0, 1),
-))
-
-
-@functools.lru_cache(maxsize=4096)
-def _char_encodings(ch: str) -> list[bytes]:
-    """Every JSON spelling of one character (raw, short escape, \\u escapes in any hex case)."""
-    out: list[bytes] = []
-    cp = ord(ch)
-    short = {'"': b'\\"', "\\": b"\\\\", "/": b"\\/", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n",
-             "\r": b"\\r", "\t": b"\\t"}
-    if cp >= 0x20 and ch not in '"\\' and not 0xD800 <= cp <= 0xDFFF:
-        out.append(ch.encode("utf-8"))
-    if ch in short:
-        out.append(short[ch])
-    units = [cp] if cp < 0x10000 else [0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF)]
-    spellings = [b""]
-    for u in units:
-        hexes = _case_variants(f"{u:04x}")
-        spellings = [s + b"\\u" + h for s in spellings for h in hexes]
-    out.extend(spellings)
-    return out
-
-
-def _case_variants(h: str) -> list[bytes]:
-    out = [b""]
-    for c in h:
-        opts = {c.lower(), c.upper()}
-        out = [s + o.encode() for s in out for o in sorted(opts)]
-    return out
-
-
-def _string_literal(value: str) -> Expr:
-    """A JSON string literal: canonical spelling; non-ASCII characters raw or \\u-escaped."""
-    parts: list[Expr] = [Lit(b'"')]
-    ascii_run = bytearray()
-    for ch in value:
-        if ord(ch) < 0x80:
-            ascii_run += json.dumps(ch)[1:-1].encode()
-            continue
-        if ascii_run:
-            parts.append(Lit(bytes(ascii_run)))
-            ascii_run = bytearray()
-        escaped = json.dumps(ch)[1:-1].encode()  # \\uXXXX (pair for astral chars), lowercase
-        parts.append(Alt((Lit(ch.encode("utf-8")), Lit(escaped))))
-    ascii_run += b'"'
-    parts.append(Lit(bytes(ascii_run)))
-    return seq(*parts)
-
 
 # ---------------------------------------------------------------- the converter
 
@@ -183,7 +96,7 @@ class _Converter:
         if name not in self.rules:
             bodies = {
                 "null": Lit(b"null"), "boolean": alt(Lit(b"true"), Lit(b"false")),
-                "number": _NUMBER, "integer": _INT_BODY,
+                "number": JSON_NUMBER, "integer": JSON_INTEGER,
             }
             if name in bodies:
                 return self.rule(name, bodies[name])
@@ -314,7 +227,7 @@ class _Converter:
         colon = seq(ws, Lit(b":"), ws)
 
         def member(key: str, value: Ref) -> Expr:
-            return seq(_string_literal(key), colon, value)
+            return seq(string_literal(key), colon, value)
 
         extra_member = None
         if extra is not None:
@@ -358,7 +271,7 @@ class _Converter:
         if not defined:
             return self.primitive("string")
         digest = hashlib.sha1(json.dumps(sorted(defined)).encode()).hexdigest()[:10]
-        words = frozenset(tuple(frozenset(_char_encodings(ch)) for ch in key) for key in defined)
+        words = frozenset(tuple(frozenset(char_encodings(ch)) for ch in key) for key in defined)
         chars = self.rule(f"chars_except_{digest}", Counted(JSON_CHAR, 0, None, words))
         return self.rule(f"key_except_{digest}", seq(Lit(b'"'), chars, Lit(b'"')))
 
@@ -401,7 +314,7 @@ class _Converter:
     def literal(self, value: Any, ptr: str) -> Expr:
         ws = self.ws
         if isinstance(value, str):
-            return _string_literal(value)
+            return string_literal(value)
         if value is None or isinstance(value, bool):
             return Lit(json.dumps(value).encode())
         if isinstance(value, (int, float)):
@@ -424,7 +337,7 @@ class _Converter:
             for i, (k, v) in enumerate(value.items()):
                 if i:
                     parts += [ws, Lit(b","), ws]
-                parts += [_string_literal(k), ws, Lit(b":"), ws, self.literal(v, ptr)]
+                parts += [string_literal(k), ws, Lit(b":"), ws, self.literal(v, ptr)]
             return seq(*parts, ws, Lit(b"}"))
         raise SchemaError(f"enum value {value!r} is not JSON", pointer=ptr)
 

@@ -11,7 +11,8 @@ import pytest
 import structgen
 
 MODULES = ["structgen", "structgen.ir", "structgen.vocab", "structgen.automaton", "structgen.pda",
-           "structgen.masks", "structgen.matcher", "structgen.compiler", "structgen.json_schema"]
+           "structgen.masks", "structgen.matcher", "structgen.compiler", "structgen.json_schema",
+           "structgen.json_text"]
 
 
 def test_all_lists_every_public_name():
