@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from .errors import CompileError
-from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq
+from .ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq
 
 __all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton"]
 
@@ -153,6 +153,15 @@ def _build(nfa: _NFA, e: Expr, names: dict[str, int], rule: str) -> tuple[int, i
             nfa.eps[s].append(a)
             nfa.eps[b].append(t)
         return s, t
+    if isinstance(e, Fsm):
+        states = [s] + [nfa.new() for _ in range(len(e.edges) - 1)]
+        end = nfa.new()
+        for q, edges in enumerate(e.edges):
+            for cls, t in edges:
+                nfa.edges[states[q]].append((cls.bytes(), states[t]))
+            if q in e.accept:
+                nfa.eps[states[q]].append(end)
+        return s, end
     if isinstance(e, Repeat):
         hi = e.max if e.max is not None else e.min
         if hi > MAX_UNROLL:

@@ -21,7 +21,8 @@ from typing import Union
 
 from .errors import GrammarError
 
-__all__ = ["seq", "alt", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Expr", "Grammar"]
+__all__ = ["seq", "alt", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Fsm", "Expr",
+           "Grammar"]
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,25 @@ class Counted:
         return text
 
 
+@dataclass(frozen=True)
+class Fsm:
+    """A byte DFA given as data: state 0 starts, ``edges[q]`` lists ``(ByteClass, target)``.
+
+    Frontends build these where a regular expression would be unwieldy: intersections
+    (:func:`structgen.regular.intersect`) and counters such as ``multipleOf`` remainders.
+    Every state must be able to reach an accepting one (:func:`structgen.regular.trim`).
+    """
+
+    edges: tuple[tuple[tuple[ByteClass, int], ...], ...]
+    accept: frozenset[int]
+
+    def __str__(self) -> str:
+        import hashlib
+
+        digest = hashlib.sha1(repr(self).encode()).hexdigest()[:8]
+        return f"fsm<{len(self.edges)} states, {digest}>"
+
+
 def seq(*items: "Expr") -> "Expr":
     """A sequence, flattened: nested sequences inlined, empties dropped, adjacent literals merged."""
     out: list[Expr] = []
@@ -172,7 +192,7 @@ def alt(*items: "Expr") -> "Expr":
     return items[0] if len(items) == 1 else Alt(tuple(items))
 
 
-Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted]
+Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted, Fsm]
 
 
 @dataclass(frozen=True)

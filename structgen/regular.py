@@ -1,0 +1,157 @@
+"""Regular-language tools on reference-free IR: determinize, intersect, trim and minimize.
+
+The JSON-schema frontend needs a few languages that plain regular expressions spell badly:
+"a number in this range *and* a multiple of 7", "a string matching this pattern *and* 3 to 10
+characters long". Each side is easy alone; their intersection is a product of two DFAs. The
+result is an :class:`~structgen.ir.Fsm` node that the automaton compiler embeds like any other
+expression.
+
+Every product is trimmed (no state that cannot reach an accepting one: the mask builder must
+never allow a byte that leads into a dead end) and minimized (fewer states, fewer masks).
+
+Example
+-------
+>>> from structgen.ir import ByteClass, Lit, Repeat, seq
+>>> digits = Repeat(ByteClass.of("0-9"), 1, None)
+>>> two_or_three = Repeat(ByteClass.of("0-9"), 2, 3)
+>>> fsm = intersect(digits, two_or_three)
+>>> matches(fsm, b"12"), matches(fsm, b"1234"), len(fsm.edges)
+(True, False, 4)
+"""
+
+from __future__ import annotations
+
+from .errors import CompileError
+from .ir import ByteClass, Expr, Fsm
+
+__all__ = ["to_fsm", "intersect", "matches", "DEFAULT_STATE_LIMIT"]
+
+#: Products above this many states raise CompileError instead of exhausting memory.
+DEFAULT_STATE_LIMIT = 50_000
+
+_Dfa = tuple[list[dict[int, int]], list[bool]]
+
+
+def _dfa(e: Expr) -> _Dfa:
+    if isinstance(e, Fsm):
+        trans = [{b: t for cls, t in edges for b in cls.bytes()} for edges in e.edges]
+        return trans, [q in e.accept for q in range(len(e.edges))]
+    from .automaton import _regular_dfa  # the automaton module owns determinization
+
+    got = _regular_dfa(e, "regular")
+    if any(got.calls):
+        raise CompileError("a regular-language operation got an expression that calls a rule")
+    return got.trans, got.accept
+
+
+def to_fsm(e: Expr) -> Fsm:
+    """The minimal trimmed DFA of a reference-free expression, as an IR node."""
+    trans, accept = _dfa(e)
+    return _as_fsm(*_minimize(*_trim(trans, accept)))
+
+
+def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "intersection") -> Fsm:
+    """The language of strings every expression matches, as a minimal DFA.
+
+    Raises :class:`~structgen.errors.CompileError` naming ``what`` when the product would
+    exceed ``limit`` states.
+    """
+    trans, accept = _dfa(exprs[0])
+    for e in exprs[1:]:
+        trans, accept = _product((trans, accept), _dfa(e), limit, what)
+        trans, accept = _minimize(*_trim(trans, accept))
+    return _as_fsm(*_minimize(*_trim(trans, accept)))
+
+
+def matches(e: Expr, data: bytes) -> bool:
+    """Whether the reference-free expression matches ``data`` exactly (for tests and doctests)."""
+    trans, accept = _dfa(e)
+    q = 0
+    for b in data:
+        q = trans[q].get(b, -1)
+        if q < 0:
+            return False
+    return accept[q]
+
+
+def _product(a: _Dfa, b: _Dfa, limit: int, what: str) -> _Dfa:
+    (ta, aa), (tb, ab) = a, b
+    index = {(0, 0): 0}
+    order = [(0, 0)]
+    trans: list[dict[int, int]] = []
+    i = 0
+    while i < len(order):
+        p, q = order[i]
+        i += 1
+        row: dict[int, int] = {}
+        rb = tb[q]
+        for byte, p2 in ta[p].items():
+            q2 = rb.get(byte)
+            if q2 is None:
+                continue
+            key = (p2, q2)
+            t = index.get(key)
+            if t is None:
+                if len(order) >= limit:
+                    raise CompileError(f"{what}: the automaton exceeds {limit} states")
+                t = index[key] = len(order)
+                order.append(key)
+            row[byte] = t
+        trans.append(row)
+    return trans, [aa[p] and ab[q] for p, q in order]
+
+
+def _trim(trans: list[dict[int, int]], accept: list[bool]) -> _Dfa:
+    """Drop states that cannot reach an accepting state (state 0 is kept, possibly empty)."""
+    back: list[set[int]] = [set() for _ in trans]
+    for q, row in enumerate(trans):
+        for t in row.values():
+            back[t].add(q)
+    live = {q for q, ok in enumerate(accept) if ok}
+    todo = list(live)
+    while todo:
+        for p in back[todo.pop()]:
+            if p not in live:
+                live.add(p)
+                todo.append(p)
+    keep = [0] + [q for q in range(1, len(trans)) if q in live]
+    new = {q: i for i, q in enumerate(keep)}
+    return ([{b: new[t] for b, t in trans[q].items() if t in live} for q in keep],
+            [accept[q] for q in keep])
+
+
+def _minimize(trans: list[dict[int, int]], accept: list[bool]) -> _Dfa:
+    """Moore partition refinement; state 0 stays the start state."""
+    block = [1 if a else 0 for a in accept]
+    while True:
+        sigs: dict[tuple, int] = {}
+        new_block = []
+        for q, row in enumerate(trans):
+            sig = (block[q], tuple(sorted((b, block[t]) for b, t in row.items())))
+            new_block.append(sigs.setdefault(sig, len(sigs)))
+        if len(sigs) == len(set(block)):
+            break
+        block = new_block
+    # renumber so that the start state's block is 0
+    order: dict[int, int] = {block[0]: 0}
+    for q in range(len(trans)):
+        order.setdefault(block[q], len(order))
+    n = len(order)
+    out: list[dict[int, int]] = [{} for _ in range(n)]
+    acc = [False] * n
+    for q, row in enumerate(trans):
+        k = order[block[q]]
+        out[k] = {b: order[block[t]] for b, t in row.items()}
+        acc[k] = accept[q]
+    return out, acc
+
+
+def _as_fsm(trans: list[dict[int, int]], accept: list[bool]) -> Fsm:
+    edges = []
+    for row in trans:
+        by_target: dict[int, set[int]] = {}
+        for b, t in row.items():
+            by_target.setdefault(t, set()).add(b)
+        edges.append(tuple(sorted(((ByteClass.from_bytes(bs), t) for t, bs in by_target.items()),
+                                  key=lambda e: e[0].ranges)))
+    return Fsm(tuple(edges), frozenset(q for q, a in enumerate(accept) if a))
