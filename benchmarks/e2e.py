@@ -311,7 +311,7 @@ class StructgenConfig(Config):
     def prepare(self, pair: dict[str, Any]) -> Any:
         sg = self.b.structgen
         try:  # warms the generator's compile cache (keyed by grammar), so json() finds it there
-            self.b.generator.compiler.json_schema(pair["schema"], **self.b.grammar_options)
+            self.b.generator.compiler.json_schema(pair["schema"], canonical=True, **self.b.grammar_options)
         except sg.StructgenError as err:
             raise Unsupported(f"{type(err).__name__}: {err}") from err
 

@@ -4,6 +4,12 @@ Run (one CPU thread, same tokenizer, same MaskBench schemas for every engine)::
 
     .venv/bin/python benchmarks/engine.py --n 100 --whitespace compact
     .venv/bin/python benchmarks/engine.py --n 100 --whitespace flexible
+    .venv/bin/python benchmarks/engine.py --n 100 --whitespace compact --select scalars
+
+``--select scalars`` draws the sample from the schemas that use a numeric bound, ``multipleOf``,
+``pattern`` or ``format`` somewhere (:data:`SCALAR_KEYWORDS`, found by walking the schema's
+subschemas) and adds a per-keyword table: schemas using each keyword, how many each engine
+compiled, and structgen's refusals by the keyword its error names.
 
 What is measured, per engine and per schema:
 
@@ -22,8 +28,12 @@ What is measured, per engine and per schema:
   belongs to compile time. States reached for the first time (cold) are included.
 * A walk is **rejected** when the engine's mask excludes the next token of the valid instance,
   its matcher refuses the token, or the final mask does not allow end-of-sequence.
+* structgen compiles with ``compile_json_schema``'s defaults (``Compiler(vocab).json_schema``
+  with the run's whitespace): the walking grammar, every JSON spelling of a value accepted
+  (``canonical=False``), open objects, no relaxed keyword.
 
-The markdown report goes to stdout and to ``benchmarks/results/engine-<whitespace>.md``.
+The markdown report goes to stdout and to ``benchmarks/results/engine-<whitespace>.md``
+(``engine-<whitespace>-scalars.md`` with ``--select scalars``).
 """
 
 from __future__ import annotations
@@ -78,6 +88,19 @@ WARMUP_SCHEMA = {
 WARMUP_INSTANCE = {"name": "warm \"up\"", "count": -12, "ratio": 3.5e-2, "ok": True, "none": None,
                    "tags": ["a", "bc"], "kind": "b", "child": {"x": 1}}
 
+#: ``--select scalars``: schemas using at least one of these keywords, anywhere.
+SCALAR_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                   "pattern", "format")
+SELECTIONS = {"all": (), "scalars": SCALAR_KEYWORDS}
+
+# Where subschemas sit in a schema object (drafts 4 to 2020-12); everything else is a keyword's
+# value, not a schema: a property *named* "format" or an enum holding {"pattern": ...} is no use.
+_SUBSCHEMA = ("additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
+              "propertyNames", "unevaluatedItems", "unevaluatedProperties", "items")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "definitions", "$defs", "dependentSchemas",
+                   "dependencies")
+
 
 # --------------------------------------------------------------------------------------------
 # Data
@@ -103,6 +126,30 @@ def load_cases(path: Path) -> dict[str, list[Case]]:
                 name = row["name"]
                 by_source[source_of(name)].append(Case(name, source_of(name), row["schema"], valid[0]))
     return by_source
+
+
+def keywords_used(schema: Any, wanted: tuple[str, ...]) -> set[str]:
+    """Those of ``wanted`` that some subschema of ``schema`` (the root included) has as a keyword."""
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue  # a boolean schema, or a malformed one
+        found.update(k for k in wanted if k in node)
+        stack.extend(node[k] for k in _SUBSCHEMA if isinstance(node.get(k), dict))
+        stack.extend(s for k in _SUBSCHEMA_LISTS if isinstance(node.get(k), list) for s in node[k])
+        stack.extend(s for k in _SUBSCHEMA_MAPS if isinstance(node.get(k), dict)
+                     for s in node[k].values())  # dependencies: arrays of names are skipped
+    return found
+
+
+def select_cases(by_source: dict[str, list[Case]], keywords: tuple[str, ...]) -> dict[str, list[Case]]:
+    """The cases whose schema uses at least one of ``keywords`` (all of them when it is empty)."""
+    if not keywords:
+        return by_source
+    picked = {s: [c for c in cases if keywords_used(c.schema, keywords)] for s, cases in by_source.items()}
+    return {s: cases for s, cases in picked.items() if cases}
 
 
 def sample_cases(by_source: dict[str, list[Case]], n: int, seed: int) -> list[Case]:
@@ -147,7 +194,15 @@ def load_tokenizer(path: str | None) -> Any:
 
 
 class Unsupported(Exception):
-    """The engine declined the schema (its own 'unsupported' / 'invalid schema' error)."""
+    """The engine declined the schema (its own 'unsupported' / 'invalid schema' error).
+
+    ``keyword``: the JSON Schema keyword the engine names, when it names one (structgen's
+    ``UnsupportedFeatureError``).
+    """
+
+    def __init__(self, message: str, keyword: str | None = None) -> None:
+        super().__init__(message)
+        self.keyword = keyword
 
 
 class Engine:
@@ -191,10 +246,12 @@ class StructgenEngine(Engine):
 
     def compile(self, schema: Any) -> Any:
         # A fresh Compiler per schema: no grammar-cache hit; the vocabulary's mask cache is shared.
+        # compile_json_schema's defaults (canonical=False, strict=False, lenient=False): the
+        # grammar that walks and validates, as users walk.
         try:
             compiled = self.structgen.Compiler(self.vocab).json_schema(schema, whitespace=self.whitespace)
         except self.structgen.StructgenError as err:
-            raise Unsupported(f"{type(err).__name__}: {err}") from err
+            raise Unsupported(f"{type(err).__name__}: {err}", getattr(err, "keyword", None)) from err
         return compiled.matcher()
 
     def fill(self, matcher: Any) -> None:
@@ -298,6 +355,7 @@ class Outcome:
     rejected: str | None = None  # why the walk stopped early, if it did
     rejected_at: int | None = None  # index of the refused token (None: at end-of-sequence)
     detail: str | None = None  # unsupported message or traceback
+    keyword: str | None = None  # the keyword an unsupported schema was refused on, if named
 
 
 def walk(engine: Engine, schema: Any, tokens: list[int]) -> Outcome:
@@ -344,7 +402,7 @@ def measure(engine: Engine, case: Case, tokens: list[int]) -> Outcome:
         with native_stderr_silenced():
             return walk(engine, case.schema, tokens)
     except Unsupported as err:
-        return Outcome(status="unsupported", detail=str(err)[:300])
+        return Outcome(status="unsupported", detail=str(err)[:300], keyword=err.keyword)
     except Exception:  # noqa: BLE001 -- one schema must never stop the run
         return Outcome(status="error", detail=traceback.format_exc(limit=4)[-1500:])
 
@@ -445,6 +503,70 @@ def unsupported_list(results: dict[str, dict[str, Outcome]]) -> list[str]:
             for name, o in outcomes.items() if o.status == "unsupported"]
 
 
+def keyword_rows(cases: list[Case], results: dict[str, dict[str, Outcome]], engines: list[str],
+                 keywords: tuple[str, ...]) -> list[list[str]]:
+    """Per keyword: sampled schemas using it, how many each engine compiled (and of those, walks
+    it rejected), and structgen's refusals naming that keyword."""
+    used = {c.name: keywords_used(c.schema, keywords) for c in cases}
+    rows = []
+    for kw in ("any of them", *keywords):
+        names = [c.name for c in cases if kw == "any of them" or kw in used[c.name]]
+        cells = []
+        for e in engines:
+            ok = [results[e][n] for n in names if results[e][n].status == "ok"]
+            rejected = sum(o.rejected is not None for o in ok)
+            cells.append(f"{len(ok)}" + (f" ({rejected} rejected)" if rejected else ""))
+        refused = "–"
+        if "structgen" in engines:
+            on = keywords if kw == "any of them" else (kw,)
+            refused = str(sum(results["structgen"][n].status == "unsupported"
+                              and results["structgen"][n].keyword in on for n in names))
+        rows.append([f"`{kw}`" if kw != "any of them" else kw, str(len(names)), *cells, refused])
+    return rows
+
+
+def refusal_rows(outcomes: dict[str, Outcome]) -> list[list[str]]:
+    """structgen's refusals grouped by the keyword the error names, most frequent first."""
+    by_keyword: dict[str, list[str]] = defaultdict(list)
+    for name, o in outcomes.items():
+        if o.status == "unsupported":
+            # no keyword named: the error type (SchemaError: invalid schema, CompileError, ...)
+            by_keyword[f"`{o.keyword}`" if o.keyword else f"({o.detail.split(':')[0]})"].append(name)
+    return [[kw, str(len(names)), ", ".join(f"`{n}`" for n in names[:3]) + (", ..." * (len(names) > 3))]
+            for kw, names in sorted(by_keyword.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+
+
+def keyword_section(args: argparse.Namespace, cases: list[Case],
+                    results: dict[str, dict[str, Outcome]]) -> list[str]:
+    """``--select scalars``: the per-keyword table and structgen's refusals by keyword."""
+    keywords = SELECTIONS[args.select]
+    if not keywords:
+        return []
+    parts = [
+        "## Keywords",
+        "",
+        "Per keyword: the sampled schemas using it anywhere (a schema may use several), how many "
+        "each engine compiled (walks of the valid instance it then rejected in brackets), and how "
+        "many structgen refused with an error naming that keyword (\"any of them\": naming one of "
+        "these keywords); a schema using `pattern` may be refused on another keyword, e.g. `$ref`, "
+        "listed below.",
+        "",
+        markdown_table(["keyword", "schemas", *(f"{e} compiled" for e in args.engines),
+                        "structgen refused on it"],
+                       keyword_rows(cases, results, args.engines, keywords)),
+        "",
+    ]
+    if "structgen" in args.engines:
+        parts += [
+            "structgen refusals by the keyword its `StructgenError` names (all sampled schemas):",
+            "",
+            markdown_table(["keyword", "refusals", "schemas"], refusal_rows(results["structgen"]))
+            if any(o.status == "unsupported" for o in results["structgen"].values()) else "none",
+            "",
+        ]
+    return parts
+
+
 def report(args: argparse.Namespace, tokenizer: Any, cases: list[Case], tokens: dict[str, list[int]],
            setup: dict[str, tuple[float, Outcome]], results: dict[str, dict[str, Outcome]]) -> str:
     header = ["engine", "compiled", "unsupported / errors", "rejected walks", f"compile > {args.timeout:g} s",
@@ -456,8 +578,14 @@ def report(args: argparse.Namespace, tokenizer: Any, cases: list[Case], tokens: 
     sources = defaultdict(int)
     for c in cases:
         sources[c.source] += 1
+    keywords = SELECTIONS[args.select]
+    title = f"# Engine benchmark: compile and mask time, whitespace={args.whitespace}"
+    selected = ""
+    if keywords:
+        title += ", schemas with numeric bounds, patterns or formats"
+        selected = f" using at least one of {', '.join(keywords)} (anywhere in the schema),"
     parts = [
-        f"# Engine benchmark: compile and mask time, whitespace={args.whitespace}",
+        title,
         "",
         f"- command: `{shlex.join(['python', *sys.argv])}`",
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
@@ -465,8 +593,10 @@ def report(args: argparse.Namespace, tokenizer: Any, cases: list[Case], tokens: 
         f"xgrammar max_threads=1); Python {platform.python_version()}",
         f"- versions: {versions(args.engines)}; structgen checkout {git_commit()}",
         f"- tokenizer: {getattr(tokenizer, 'name_or_path', '?')} ({len(tokenizer)} tokens)",
-        f"- schemas: {len(cases)} MaskBench schemas with a valid instance, seed {args.seed}, round-robin "
-        "over sources: " + ", ".join(f"{s} {k}" for s, k in sorted(sources.items())),
+        f"- schemas: {len(cases)} MaskBench schemas with a valid instance,{selected} seed {args.seed}, "
+        "round-robin over sources: " + ", ".join(f"{s} {k}" for s, k in sorted(sources.items())),
+        "- structgen: `compile_json_schema` defaults (walking grammar: every JSON spelling of a "
+        "value, open objects, nothing relaxed)",
         "",
         "compile = compile + matcher + first mask of a schema new to the process (per-tokenizer "
         "state built and warmed beforehand). mask = each mask after a token of the first valid "
@@ -487,6 +617,7 @@ def report(args: argparse.Namespace, tokenizer: Any, cases: list[Case], tokens: 
         "",
         markdown_table(["engine", "setup s", "warm-up compile ms", "warm-up walk"], setup_rows),
         "",
+        *keyword_section(args, cases, results),
         "Slowest schemas:",
         "",
         *slowest(results),
@@ -521,8 +652,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="Hugging Face tokenizer directory (default: structgen's SmolLM2 tokenizer)")
     p.add_argument("--timeout", type=float, default=20.0,
                    help="compile seconds over which a schema is flagged (not interrupted)")
+    p.add_argument("--select", choices=tuple(SELECTIONS), default="all",
+                   help="schemas to sample from: all (default), or scalars: those using "
+                        + ", ".join(SCALAR_KEYWORDS) + " anywhere")
     p.add_argument("--data", type=Path, default=MASKBENCH, help="maskbench.jsonl.gz")
-    p.add_argument("--out", type=Path, default=None, help="report path (default results/engine-<ws>.md)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="report path (default results/engine-<ws>.md; engine-<ws>-scalars.md with "
+                        "--select scalars)")
     args = p.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)
@@ -534,7 +670,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
-    cases = sample_cases(load_cases(args.data), args.n, args.seed)
+    cases = sample_cases(select_cases(load_cases(args.data), SELECTIONS[args.select]), args.n, args.seed)
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     texts = {c.name: serialize(c.instance, args.whitespace) for c in cases}
     tokens = {name: encode(text) for name, text in texts.items()}
@@ -565,7 +701,8 @@ def main(argv: list[str] | None = None) -> None:
 
     text = report(args, tokenizer, cases, tokens, setup, results)
     print(text)
-    out = args.out or RESULTS / f"engine-{args.whitespace}.md"
+    suffix = "" if args.select == "all" else f"-{args.select}"
+    out = args.out or RESULTS / f"engine-{args.whitespace}{suffix}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"wrote {out}", file=sys.stderr)

@@ -25,6 +25,9 @@ __all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton"]
 
 #: Above this many unrolled copies a Repeat is rejected: use Counted for large bounds.
 MAX_UNROLL = 4096
+#: A rule whose DFA exceeds this many states is refused (subset construction can blow up, e.g.
+#: an unanchored ``a.{20}``) with a CompileError instead of exhausting time and memory.
+MAX_DFA_STATES = 100_000
 
 
 @dataclass
@@ -237,6 +240,8 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
         def target(ts: set[int]) -> int:
             key = close(ts)
             if key not in index:
+                if len(order) >= MAX_DFA_STATES:
+                    raise CompileError(f"rule '{name}': its automaton exceeds {MAX_DFA_STATES} states")
                 index[key] = len(order)
                 order.append(key)
             return index[key]

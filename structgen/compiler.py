@@ -16,6 +16,7 @@ Example
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any, Literal
 
@@ -79,14 +80,27 @@ class CompiledGrammar:
     vocabulary : Vocabulary
     source : Any
         What the grammar was compiled from (e.g. the JSON schema), for error messages.
+    relaxed : tuple[Relaxed, ...]
+        Constraints that ``lenient=True`` dropped (keyword, JSON pointer, reason); empty when
+        every constraint is honoured.
     """
 
     def __init__(self, grammar: Grammar, vocabulary: Vocabulary, *, source: Any = None) -> None:
         self.grammar = grammar
         self.vocabulary = vocabulary
         self.source = source
+        self.relaxed: tuple = ()
         self.automaton = build_automaton(grammar)
         self._rt: _Runtime | None = None
+
+    def described(self, source: Any, relaxed: tuple = ()) -> "CompiledGrammar":
+        """This compiled grammar with another source and relaxation record (shares the rest)."""
+        if source is self.source and relaxed == self.relaxed:
+            return self
+        twin = copy.copy(self)
+        twin._rt = self._runtime()  # one runtime (and its memo tables) for both
+        twin.source, twin.relaxed = source, relaxed
+        return twin
 
     @property
     def cache_key(self) -> tuple[Grammar, str]:
@@ -131,13 +145,15 @@ class Compiler:
         return got
 
     def json_schema(self, schema: "dict[str, Any] | bool | str", *,
-                    whitespace: Whitespace = "flexible", strict: bool = False) -> CompiledGrammar:
+                    whitespace: Whitespace = "flexible", strict: bool = False,
+                    canonical: bool = False, lenient: bool = False) -> CompiledGrammar:
         """Compile a JSON schema (a dict, a bool or a JSON string); see :func:`compile_json_schema`."""
-        from .json_schema import schema_to_grammar
+        from .json_schema import translate_schema
 
         schema = parse_schema(schema)
-        return self.grammar(schema_to_grammar(schema, whitespace=whitespace, strict=strict),
-                            source=schema)
+        grammar, relaxed = translate_schema(schema, whitespace=whitespace, strict=strict,
+                                            canonical=canonical, lenient=lenient)
+        return self.grammar(grammar, source=schema).described(schema, relaxed)
 
 
 def parse_schema(schema: Any) -> Any:
@@ -151,7 +167,8 @@ def parse_schema(schema: Any) -> Any:
 
 
 def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *,
-                        whitespace: Whitespace = "flexible", strict: bool = False) -> CompiledGrammar:
+                        whitespace: Whitespace = "flexible", strict: bool = False,
+                        canonical: bool = False, lenient: bool = False) -> CompiledGrammar:
     """Compile a JSON schema into a grammar over ``tokenizer``'s vocabulary.
 
     Parameters
@@ -167,6 +184,14 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     strict
         Close objects to keys their schema does not name unless it says ``additionalProperties``
         (generation turns this on); ``False`` (default) keeps the spec's open objects.
+    canonical
+        Spell each value one way, as generation does: keys and strings as ``json.dumps`` writes
+        them, integers without a fraction, no exponents, no ``-0``. ``False`` (default) accepts
+        every JSON spelling of an allowed value (``"\\u0061"`` for ``"a"``, ``1.0`` for ``1``),
+        as a validator must. Canonical spelling leaves more text forced, hence drafted.
+    lenient
+        Drop constraints of :data:`~structgen.json_schema.LENIENT_KEYWORDS` that cannot be
+        honoured instead of raising; each is recorded in ``relaxed``. Off by default.
 
     Raises
     ------
@@ -177,11 +202,12 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     -------
     >>> from structgen.vocab import Vocabulary
     >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
-    >>> m = compile_json_schema({"enum": ["red", "green"]}, vocab).matcher()
+    >>> m = compile_json_schema({"enum": ["red", "green"]}, vocab, canonical=True).matcher()
     >>> m.advance(ord('"')), m.advance(ord("g")), m.forced_text()
     (True, True, 'reen"')
     """
-    return _compiler_for(tokenizer).json_schema(schema, whitespace=whitespace, strict=strict)
+    return _compiler_for(tokenizer).json_schema(schema, whitespace=whitespace, strict=strict,
+                                                canonical=canonical, lenient=lenient)
 
 
 def prepare_vocabulary(tokenizer: Any) -> Vocabulary:

@@ -47,6 +47,7 @@ class UnsupportedFeatureError(SchemaError):
             message += f": {hint}"
         super().__init__(message, pointer=pointer)
         self.keyword = keyword
+        self.hint = hint
 
 
 class GrammarError(StructgenError, ValueError):

@@ -44,6 +44,10 @@ class JsonResult:
     token_ids: list[int]
     finish_reason: Literal["eos", "grammar"]
     stats: GenerationStats
+    #: constraints ``lenient=True`` dropped (empty otherwise); see CompiledGrammar.relaxed
+    relaxed: tuple = ()
+    #: with relaxed constraints the value may fail the schema: jsonschema's first error, if any
+    validation_error: str | None = None
 
 
 class Generator:
@@ -114,7 +118,7 @@ class Generator:
     def json(self, schema: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
              whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
-             raw: bool = False) -> JsonResult:
+             raw: bool = False, lenient: bool = False) -> JsonResult:
         """Generate one JSON value that validates against ``schema``.
 
         Parameters
@@ -130,9 +134,11 @@ class Generator:
         speculate
             Draft the text the grammar forces (default). ``False`` decodes one pass per token,
             the reference that drafting reproduces token for token.
-        whitespace, strict
-            Grammar options (compact whitespace and closed objects by default); see
-            :func:`~structgen.compile_json_schema`.
+        whitespace, strict, lenient
+            Grammar options (compact whitespace and closed objects by default; values are
+            spelled canonically); see :func:`~structgen.compile_json_schema`. Under
+            ``lenient=True`` the result lists what was relaxed and whether the value still
+            validates.
 
         Raises
         ------
@@ -142,7 +148,8 @@ class Generator:
             The budget ran out; ``partial_text``, ``token_ids`` and ``stats`` are kept.
         """
         plain, model_class = _as_schema(schema)
-        compiled = self.compiler.json_schema(plain, whitespace=whitespace, strict=strict)
+        compiled = self.compiler.json_schema(plain, whitespace=whitespace, strict=strict,
+                                             canonical=True, lenient=lenient)
         ids = self.prompt_ids(plain, prompt, include_schema=include_schema, raw=raw)
         tokens, finish, stats = decode(
             self.model, self.tokenizer, self.vocabulary, compiled.matcher(), ids,
@@ -156,10 +163,12 @@ class Generator:
             value = json.loads(text)
         except json.JSONDecodeError as err:
             raise DecodingError(f"internal error: the output is not JSON ({err}): {text!r}") from err
-        _check_valid(plain, value, text)
-        if model_class is not None:
+        error = _validation_error(plain, value)
+        if error is not None and not compiled.relaxed:
+            raise DecodingError(f"internal error: the output does not validate ({error}): {text!r}")
+        if model_class is not None and error is None:
             value = model_class.model_validate(value)
-        return JsonResult(value, text, tokens, finish, stats)
+        return JsonResult(value, text, tokens, finish, stats, compiled.relaxed, error)
 
 
 def _as_schema(schema: Any) -> tuple[Any, Any]:
@@ -169,13 +178,13 @@ def _as_schema(schema: Any) -> tuple[Any, Any]:
     return parse_schema(schema), None
 
 
-def _check_valid(schema: Any, value: Any, text: str) -> None:
+def _validation_error(schema: Any, value: Any) -> str | None:
+    """jsonschema's first error for ``value`` (formats checked too), or ``None``."""
     from jsonschema import validators
 
     cls = validators.validator_for(schema if isinstance(schema, dict) else {})
-    error = next(iter(cls(schema).iter_errors(value)), None)
-    if error is not None:
-        raise DecodingError(f"internal error: the output does not validate ({error.message}): {text!r}")
+    error = next(iter(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)), None)
+    return None if error is None else error.message
 
 
 _DEFAULT: Generator | None = None

@@ -10,15 +10,17 @@ dropped silently. Annotations and unknown keywords (``title``, ``x-...``) constr
 and are ignored, as the spec says.
 
 Key order is fixed: defined properties in schema order, then additional ones, as every peer
-engine does. Keys and string literals are matched in their canonical JSON spelling
-(``json.dumps``, with non-ASCII characters either raw or ``\\uXXXX``-escaped); an additional key
-is any string whose *decoded* value is not a defined key, however it is escaped.
+engine does. When walking, keys, string literals and numbers are matched in every JSON
+spelling of their value (``"\\u0061"`` is ``"a"``, ``1.0`` is ``1``); for generation
+(``canonical=True``) in one spelling (``json.dumps``, non-ASCII raw or ``\\uXXXX``), which keeps
+keys and enum tails forced. An additional key is any string whose *decoded* value is not a
+defined key, however it is escaped.
 
 Example
 -------
 >>> g = schema_to_grammar({"type": "object", "properties": {"ok": {"type": "boolean"}},
 ...                        "required": ["ok"], "additionalProperties": False},
-...                       whitespace="compact")
+...                       whitespace="compact", canonical=True)
 >>> print(g.rules[0][1])
 "{\\"ok\\":" s_properties_ok "}"
 """
@@ -29,21 +31,84 @@ import hashlib
 import json
 import math
 import re
+import urllib.parse
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import SchemaError, UnsupportedFeatureError
-from .ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
-from .json_text import JSON_CHAR, JSON_INTEGER, JSON_NUMBER, char_encodings, string_literal
+from .errors import CompileError, SchemaError, UnsupportedFeatureError
+from .ir import ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, seq
+from .json_text import JSON_CHAR, char_encodings, string_literal
+from .automaton import MAX_UNROLL
+from .formats import FORMAT_PATTERNS, GENERATION_PATTERNS
+from .numbers import bounded_number_ir, number_ir, read_bounds
+from .regex import char_set_ir, pattern_to_ir
+from . import regular
+from .regular import intersect
 
-__all__ = ["schema_to_grammar", "SUPPORTED_KEYWORDS", "ASSERTION_KEYWORDS"]
+__all__ = ["schema_to_grammar", "translate_schema", "Relaxed", "SUPPORTED_KEYWORDS",
+           "ASSERTION_KEYWORDS", "LENIENT_KEYWORDS", "keyword_table"]
 
 #: Bound on whitespace characters per gap in ``flexible`` mode: enough for ``indent=2`` 16+ deep.
 MAX_WHITESPACE = 128
 
+#: An enum/const object of up to this many keys matches in any key order when walking; a larger
+#: one in the schema's order only (the any-order automaton grows as 2**keys).
+MAX_ANY_ORDER_KEYS = 6
+
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "enum", "const",
     "anyOf", "$ref", "minLength", "maxLength",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "pattern", "format",
 })
+
+#: How each supported keyword is read; the README's keyword table is generated from these.
+KEYWORD_NOTES = {
+    "type": "one type or a list (`[\"string\", \"null\"]`); `integer` is a number with a zero "
+            "fraction (`1.0` accepted when walking; generation writes `1`)",
+    "enum": "any JSON values, compared by JSON equality (`1` = `1.0`; objects in any key order "
+            f"up to {MAX_ANY_ORDER_KEYS} keys when walking); values failing sibling keywords are dropped",
+    "const": "as `enum` with one value",
+    "properties": "defined keys in schema order, then additional ones (every peer fixes order)",
+    "required": "keys listed in `properties`",
+    "additionalProperties": "true / false / a schema; spec default true (generation closes "
+                            "objects unless the schema opens them)",
+    "items": "one schema for every item",
+    "anyOf": "alone (sibling keywords: structures issue)",
+    "$ref": "`#/json/pointer` (`~0`/`~1`, percent-encoding) and `#anchor` inside the document; "
+            "recursion without depth limit",
+    "minLength": "code points, whatever their JSON spelling; beside `pattern`/`format` a "
+                 "product automaton, refused when too large",
+    "maxLength": "as `minLength`",
+    "minimum": "exact digit-by-digit automaton, integers and decimals, as written in the schema",
+    "maximum": "as `minimum`",
+    "exclusiveMinimum": "as `minimum` (draft-4 boolean form too)",
+    "exclusiveMaximum": "as `minimum` (draft-4 boolean form too)",
+    "multipleOf": "remainder counter intersected with the range; integers and decimals; refused "
+                  "above 4096 counter states",
+    "pattern": "ECMA-262 (`u` flag) on the decoded string, unanchored search; lookaround, "
+               "backreferences, `\\b`, `\\p{..}` refused",
+    "format": "exact regular languages, see the format table; unknown formats refused",
+}
+
+#: Keywords that ``lenient=True`` may drop when structgen cannot honour them, recording each on
+#: the compiled grammar (``CompiledGrammar.relaxed``). Each only narrows what is valid, so
+#: dropping one widens the language: outputs may then fail the schema. Off by default.
+LENIENT_KEYWORDS = frozenset({
+    "format", "pattern", "minLength", "maxLength", "multipleOf", "uniqueItems", "contains", "minContains", "maxContains",
+    "not", "if", "then", "else", "propertyNames", "minProperties", "maxProperties",
+    "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
+    "unevaluatedItems", "oneOf",
+})
+
+
+@dataclass(frozen=True)
+class Relaxed:
+    """A constraint ``lenient=True`` dropped: the keyword, where, and why it could not be kept."""
+
+    keyword: str
+    pointer: str
+    reason: str
 
 #: Keywords of JSON Schema (drafts 4 to 2020-12) that constrain instances. Of these, any that
 #: structgen does not support raises UnsupportedFeatureError. Keywords outside this list and
@@ -56,10 +121,11 @@ ASSERTION_KEYWORDS = frozenset({
     "required", "dependentRequired", "dependentSchemas", "dependencies", "properties",
     "patternProperties", "additionalProperties", "propertyNames", "items", "prefixItems",
     "additionalItems", "unevaluatedItems", "unevaluatedProperties", "allOf", "anyOf", "oneOf",
-    "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef", "contentSchema",
+    "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
 })
 
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+_NUMBER_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
 _OBJECT_KW = {"properties", "required", "additionalProperties"}
 _ARRAY_KW = {"items"}
 _STRING_KW = {"minLength", "maxLength"}
@@ -68,17 +134,54 @@ _STRING_KW = {"minLength", "maxLength"}
 
 
 class _Converter:
-    def __init__(self, root: Any, whitespace: Literal["flexible", "compact"], strict: bool = False) -> None:
+    def __init__(self, root: Any, whitespace: Literal["flexible", "compact"], strict: bool = False,
+                 canonical: bool = False, lenient: bool = False) -> None:
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         self.root = root
         self.flexible = whitespace == "flexible"
         self.strict = strict
+        self.canonical = canonical
+        self.lenient = lenient
+        self.relaxed: list[Relaxed] = []
         self.rules: dict[str, Expr] = {}
         self.by_pointer: dict[str, str] = {}
         self._validator_cls: Any = None
 
     # -- rule plumbing
+
+    def refuse(self, keyword: str, pointer: str, hint: str) -> None:
+        """Raise UnsupportedFeatureError, or under ``lenient`` record the keyword as dropped."""
+        if self.lenient and keyword in LENIENT_KEYWORDS:
+            self.relaxed.append(Relaxed(keyword, pointer, hint))
+            return
+        raise UnsupportedFeatureError(keyword, pointer=pointer, hint=hint)
+
+    def key_literal(self, key: str) -> Expr:
+        """A string literal: canonical when generating, any JSON spelling when walking."""
+        if self.canonical:
+            return string_literal(key)
+        parts: list[Expr] = [Lit(b'"')]
+        for ch in key:
+            spellings = char_encodings(ch)
+            parts.append(Lit(spellings[0]) if len(spellings) == 1 else alt(*(Lit(x) for x in spellings)))
+        return seq(*parts, Lit(b'"'))
+
+    def number(self, integer: bool, schema: dict, ptr: str) -> Expr:
+        forms = "plain" if self.canonical else "any"
+        if not any(k in schema for k in _NUMBER_KW):
+            name = "integer" if integer else "number"
+            if name not in self.rules:
+                self.rules[name] = number_ir(integer=integer, forms=forms)
+            return Ref(name)
+        bounds, divisor = read_bounds(schema, ptr)
+        try:
+            return bounded_number_ir(bounds, divisor, integer=integer, forms=forms, pointer=ptr)
+        except UnsupportedFeatureError as err:
+            if err.keyword != "multipleOf" or not self.lenient:
+                raise
+            self.refuse("multipleOf", err.pointer, err.hint)
+            return bounded_number_ir(bounds, None, integer=integer, forms=forms, pointer=ptr)
 
     def rule(self, name: str, body: Expr) -> Ref:
         self.rules.setdefault(name, body)
@@ -94,12 +197,11 @@ class _Converter:
         if name == "string":
             return self.string_rule(0, None)
         if name not in self.rules:
-            bodies = {
-                "null": Lit(b"null"), "boolean": alt(Lit(b"true"), Lit(b"false")),
-                "number": JSON_NUMBER, "integer": JSON_INTEGER,
-            }
+            bodies = {"null": Lit(b"null"), "boolean": alt(Lit(b"true"), Lit(b"false"))}
             if name in bodies:
                 return self.rule(name, bodies[name])
+            if name in ("number", "integer"):
+                return self.number(name == "integer", {}, "")
             if name == "value":
                 self.rules["value"] = Seq(())  # reserve the name (recursive)
                 scalars = [self.primitive(t) for t in ("string", "number", "boolean", "null")]
@@ -140,8 +242,7 @@ class _Converter:
                               pointer=ptr)
         for kw in schema:
             if kw in ASSERTION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
-                raise UnsupportedFeatureError(kw, pointer=_join(ptr, kw),
-                                              hint="not in structgen's supported keywords yet")
+                self.refuse(kw, _join(ptr, kw), "not in structgen's supported keywords yet")
         if "enum" in schema or "const" in schema:
             return self.enum(schema, ptr)
         if "$ref" in schema:
@@ -172,6 +273,8 @@ class _Converter:
             hi = _non_negative_int(schema, "maxLength", ptr, None)
             if hi is not None and hi < lo:
                 raise SchemaError("maxLength is below minLength: no string fits", pointer=ptr)
+            if "pattern" in schema or "format" in schema:
+                return self.constrained_string(schema, lo, hi, ptr)
             return self.string_rule(lo, hi)
         if t == "object":
             return self.object(schema, ptr)
@@ -181,14 +284,75 @@ class _Converter:
                 raise UnsupportedFeatureError("items", pointer=_join(ptr, "items"),
                                               hint="the array form of items (tuples) is not supported yet")
             return self.array_of(self.convert(items, _join(ptr, "items")))
+        if t in ("number", "integer"):
+            return self.number(t == "integer", schema, ptr)
         return self.primitive(t)
+
+    def constrained_string(self, schema: dict, lo: int, hi: int | None, ptr: str) -> Expr:
+        """A string under ``pattern`` and/or ``format``, and lengths: one automaton, the
+        intersection of each (lengths count characters, whatever their spelling)."""
+        pieces: list[Expr] = []
+        if "pattern" in schema:
+            try:
+                pieces.append(pattern_to_ir(schema["pattern"], pointer=_join(ptr, "pattern"),
+                                            canonical=self.canonical))
+            except UnsupportedFeatureError as err:
+                self.refuse("pattern", err.pointer, err.hint)
+        fmt = schema.get("format")
+        if fmt is not None:
+            if not isinstance(fmt, str):
+                raise SchemaError(f"format must be a string, not {fmt!r}", pointer=_join(ptr, "format"))
+            patterns = GENERATION_PATTERNS if self.canonical else FORMAT_PATTERNS
+            if fmt in patterns:
+                pieces.append(pattern_to_ir(patterns[fmt], canonical=self.canonical))
+            else:
+                self.refuse("format", _join(ptr, "format"),
+                            f"unknown format {fmt!r} (known: {', '.join(sorted(FORMAT_PATTERNS))})")
+        if not pieces:  # all relaxed
+            return self.string_rule(lo, hi)
+        if lo or hi is not None:
+            # Lengths the pattern implies anyway need no counter (a char takes 1+ bytes).
+            shortest, longest = regular.length_range(pieces[0] if len(pieces) == 1 else intersect(*pieces))
+            if lo <= min(shortest, 1) and hi is not None and longest is not None and longest <= hi:
+                lo, hi = 0, None
+        if lo or hi is not None:
+            # Lengths run beside the pattern as a product automaton (states x count): exact, but
+            # refused when that product would be too large (e.g. an email format with a
+            # maxLength of 255); lenient=True then drops the length and records it.
+            keyword = "maxLength" if hi is not None else "minLength"
+            char = char_set_ir([(0, 0x10FFFF)], canonical=True) if self.canonical else JSON_CHAR
+            size = regular.state_count(pieces[0] if len(pieces) == 1 else intersect(*pieces)) * (max(lo, hi or 0) + 1)
+            if size > regular.DEFAULT_STATE_LIMIT:
+                self.refuse(keyword, _join(ptr, keyword),
+                            f"a length of {max(lo, hi or 0)} beside a pattern or format would need an "
+                            f"automaton of about {size} states (limit {regular.DEFAULT_STATE_LIMIT})")
+            else:
+                pieces.append(Repeat(char, lo, hi))
+        try:
+            content = pieces[0] if len(pieces) == 1 else intersect(
+                *pieces, what=f"the string constraints at {ptr or '/'}")
+        except CompileError as err:
+            raise UnsupportedFeatureError("pattern" if "pattern" in schema else "format", pointer=ptr,
+                                          hint=f"{err}: the pattern, format and lengths together are "
+                                               "too large an automaton") from err
+        if isinstance(content, Fsm) and not content.accept:
+            raise UnsupportedFeatureError("pattern" if "pattern" in schema else "format", pointer=ptr,
+                                          hint="no string satisfies the pattern, format and lengths together")
+        digest = hashlib.sha1(repr(content).encode()).hexdigest()[:10]
+        return self.rule(f"string_{digest}", seq(Lit(b'"'), content, Lit(b'"')))
 
     def ref(self, ref: Any, ptr: str) -> Ref:
         if not isinstance(ref, str) or not ref.startswith("#"):
             raise UnsupportedFeatureError("$ref", pointer=_join(ptr, "$ref"),
                                           hint=f"only references inside the document ('#...') are "
                                                f"supported, not {ref!r}")
-        target_ptr = ref[1:]
+        target_ptr = urllib.parse.unquote(ref[1:])  # a URI fragment: %25 is "%"
+        if target_ptr and not target_ptr.startswith("/"):  # "#name": an anchor, not a pointer
+            found = _find_anchor(self.root, target_ptr, "")
+            if found is None:
+                raise SchemaError(f"$ref {ref!r}: no $anchor named {target_ptr!r} in the document",
+                                  pointer=_join(ptr, "$ref"))
+            return self.convert(*found)
         node = self.root
         try:
             for part in [p for p in target_ptr.split("/")[1:]]:
@@ -227,7 +391,7 @@ class _Converter:
         colon = seq(ws, Lit(b":"), ws)
 
         def member(key: str, value: Ref) -> Expr:
-            return seq(string_literal(key), colon, value)
+            return seq(self.key_literal(key), colon, value)
 
         extra_member = None
         if extra is not None:
@@ -284,6 +448,28 @@ class _Converter:
 
     # -- enum / const
 
+    def object_literal_any_order(self, value: dict, ptr: str) -> Expr:
+        """An object value with its members in any order (JSON objects are unordered).
+
+        One rule per set of members still to write: 2**n rules for n keys, hence the bound.
+        """
+        ws = self.ws
+        members = [seq(self.key_literal(k), ws, Lit(b":"), ws, self.literal(v, ptr)) for k, v in value.items()]
+        uid = len(self.rules)
+
+        def rest(left: int) -> Expr:
+            if not left:
+                return seq(ws, Lit(b"}"))
+            name = f"lit{uid}_{left}"
+            if name not in self.rules:
+                self.rules[name] = Seq(())  # reserved while its alternatives are built
+                self.rules[name] = alt(*(seq(ws, Lit(b","), ws, members[i], rest(left & ~(1 << i)))
+                                         for i in range(len(members)) if left >> i & 1))
+            return Ref(name)
+
+        full = (1 << len(members)) - 1
+        return seq(Lit(b"{"), ws, alt(*(seq(members[i], rest(full & ~(1 << i))) for i in range(len(members)))))
+
     def enum(self, schema: dict, ptr: str) -> Expr:
         if "const" in schema:
             values = [schema["const"]]
@@ -314,13 +500,16 @@ class _Converter:
     def literal(self, value: Any, ptr: str) -> Expr:
         ws = self.ws
         if isinstance(value, str):
-            return string_literal(value)
+            return self.key_literal(value)
         if value is None or isinstance(value, bool):
             return Lit(json.dumps(value).encode())
         if isinstance(value, (int, float)):
             if isinstance(value, float) and not math.isfinite(value):
                 raise SchemaError(f"enum value {value!r} is not JSON", pointer=ptr)
-            return Lit(json.dumps(value).encode())
+            if self.canonical:
+                return Lit(json.dumps(value).encode())
+            # walking: every spelling of the value (1 == 1.0 == 1.00 in JSON), exponents aside
+            return number_ir(integer=False, minimum=value, maximum=value, pointer=ptr)
         if isinstance(value, list):
             if not value:
                 return seq(Lit(b"["), ws, Lit(b"]"))
@@ -333,13 +522,34 @@ class _Converter:
         if isinstance(value, dict):
             if not value:
                 return seq(Lit(b"{"), ws, Lit(b"}"))
+            if not self.canonical and 1 < len(value) <= MAX_ANY_ORDER_KEYS:
+                return self.object_literal_any_order(value, ptr)
             parts = [Lit(b"{"), ws]
             for i, (k, v) in enumerate(value.items()):
                 if i:
                     parts += [ws, Lit(b","), ws]
-                parts += [string_literal(k), ws, Lit(b":"), ws, self.literal(v, ptr)]
+                parts += [self.key_literal(k), ws, Lit(b":"), ws, self.literal(v, ptr)]
             return seq(*parts, ws, Lit(b"}"))
         raise SchemaError(f"enum value {value!r} is not JSON", pointer=ptr)
+
+
+def _find_anchor(node: Any, name: str, pointer: str) -> tuple[Any, str] | None:
+    """The subschema declaring ``$anchor`` (or ``$dynamicAnchor``) ``name``, and its pointer."""
+    if isinstance(node, dict):
+        if name in (node.get("$anchor"), node.get("$dynamicAnchor")):
+            return node, pointer
+        children = node.items()
+    elif isinstance(node, list):
+        children = enumerate(node)
+    else:
+        return None
+    for key, child in children:
+        if key in ("enum", "const"):
+            continue  # values, not schemas
+        found = _find_anchor(child, name, _join(pointer, key))
+        if found is not None:
+            return found
+    return None
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -373,11 +583,27 @@ def _join(ptr: str, *parts: Any) -> str:
 
 
 def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"] = "flexible",
-                      strict: bool = False) -> Grammar:
+                      strict: bool = False, canonical: bool = False, lenient: bool = False) -> Grammar:
     """Translate a JSON schema into a :class:`~structgen.ir.Grammar` whose start rule is ``root``.
+
+    See :func:`translate_schema`, which also returns what ``lenient`` dropped.
+    """
+    return translate_schema(schema, whitespace=whitespace, strict=strict, canonical=canonical,
+                            lenient=lenient)[0]
+
+
+def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] = "flexible",
+                     strict: bool = False, canonical: bool = False,
+                     lenient: bool = False) -> tuple[Grammar, tuple[Relaxed, ...]]:
+    """The grammar of a JSON schema, and the constraints ``lenient`` dropped (empty otherwise).
 
     ``strict=True`` closes objects whose schema does not mention ``additionalProperties`` (the
     spec's default is open); an explicit ``true`` or subschema still opens them.
+    ``canonical=True`` (generation) spells values one way: keys and strings as ``json.dumps``
+    writes them (non-ASCII raw or escaped), integers without fraction, no exponents, no ``-0``;
+    ``False`` (walking, validating) accepts every JSON spelling of an allowed value.
+    ``lenient=True`` drops keywords of :data:`LENIENT_KEYWORDS` that cannot be honoured,
+    instead of raising; each is recorded.
 
     Raises
     ------
@@ -386,7 +612,30 @@ def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"]
     UnsupportedFeatureError
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
-    conv = _Converter(schema, whitespace, strict)
+    conv = _Converter(schema, whitespace, strict, canonical, lenient)
     conv.convert(schema, "")
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
-    return Grammar(tuple(rules), "root")  # checked when compiled
+    return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
+
+
+def keyword_table() -> str:
+    """The README's keyword tables (markdown), generated from this module and the formats."""
+    from .formats import FORMAT_NOTES
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| keyword | status | reading |", "|---|---|---|"]
+    for kw in sorted(SUPPORTED_KEYWORDS, key=str.lower):
+        status = "supported (where refused, `lenient=True` drops it)" if kw in LENIENT_KEYWORDS else "supported"
+        rows.append(f"| `{kw}` | {status} | {cell(KEYWORD_NOTES[kw])} |")
+    for kw in sorted(ASSERTION_KEYWORDS - SUPPORTED_KEYWORDS, key=str.lower):
+        status = "refused (`lenient=True` drops it, recorded)" if kw in LENIENT_KEYWORDS else "refused"
+        rows.append(f"| `{kw}` | {status} | `UnsupportedFeatureError` naming the keyword and its JSON pointer |")
+    rows.append("| annotations, unknown keywords | ignored | `title`, `description`, `default`, `x-…`, "
+                "draft-4 `id`, …: they constrain nothing, as the spec says |")
+    formats = ["| format | reading |", "|---|---|"]
+    formats += [f"| `{name}` | {cell(note)} |" for name, note in FORMAT_NOTES.items()]
+    formats.append("| (generation) | `date`, `time`, `date-time` are generated without leap seconds "
+                   "and year 0000, which common validators refuse though the RFC allows them |")
+    return "\n".join(rows) + "\n\n" + "\n".join(formats) + "\n"

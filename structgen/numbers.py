@@ -332,11 +332,11 @@ def _multiple_fsm(divisor: Fraction, pointer: str) -> Fsm:
     while (divisor * 10 ** s).denominator != 1:
         s += 1
         if s > 64:
-            raise UnsupportedFeatureError("multipleOf", pointer=pointer,
+            raise UnsupportedFeatureError("multipleOf", pointer=pointer + "/multipleOf",
                                           hint=f"{float(divisor)!r} is not a short decimal")
     p = int(divisor * 10 ** s)
     if p * (s + 2) > MAX_DIVISOR_STATES:
-        raise UnsupportedFeatureError("multipleOf", pointer=pointer,
+        raise UnsupportedFeatureError("multipleOf", pointer=pointer + "/multipleOf",
                                       hint=f"a divisor of {p} digits-states is too large to count "
                                            f"(limit {MAX_DIVISOR_STATES} states)")
     # states: ("int", r) reading the integer part; ("frac", r, k) after k fraction digits

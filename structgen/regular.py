@@ -24,10 +24,13 @@ from __future__ import annotations
 from .errors import CompileError
 from .ir import ByteClass, Expr, Fsm
 
-__all__ = ["to_fsm", "intersect", "matches", "DEFAULT_STATE_LIMIT"]
+__all__ = ["to_fsm", "intersect", "matches", "state_count", "length_range",
+           "DEFAULT_STATE_LIMIT"]
 
 #: Products above this many states raise CompileError instead of exhausting memory.
 DEFAULT_STATE_LIMIT = 50_000
+#: Minimization (Moore, pure Python) is skipped above this many states: it only saves masks.
+MINIMIZE_UP_TO = 4_000
 
 _Dfa = tuple[list[dict[int, int]], list[bool]]
 
@@ -58,9 +61,56 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
     """
     trans, accept = _dfa(exprs[0])
     for e in exprs[1:]:
-        trans, accept = _product((trans, accept), _dfa(e), limit, what)
-        trans, accept = _minimize(*_trim(trans, accept))
-    return _as_fsm(*_minimize(*_trim(trans, accept)))
+        trans, accept = _trim(*_product((trans, accept), _dfa(e), limit, what))
+        if len(trans) <= MINIMIZE_UP_TO:
+            trans, accept = _minimize(trans, accept)
+    return _as_fsm(trans, accept)
+
+
+def state_count(e: Expr) -> int:
+    """States of the (unminimized) DFA of a reference-free expression: a size estimate."""
+    return len(_dfa(e)[0])
+
+
+def length_range(e: Expr) -> tuple[int, int | None]:
+    """Shortest and longest match in bytes (``None``: unbounded) of a reference-free expression."""
+    trans, accept = _trim(*_dfa(e))
+    shortest, dist, todo = None, {0: 0}, [0]
+    for q in todo:  # breadth first
+        if accept[q] and shortest is None:
+            shortest = dist[q]
+        for t in trans[q].values():
+            if t not in dist:
+                dist[t] = dist[q] + 1
+                todo.append(t)
+    longest: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def walk(q: int) -> int | None:  # longest path to an accepting end; None on a cycle
+        if q in longest:
+            return longest[q]
+        if q in on_path:
+            return None
+        on_path.add(q)
+        best = 0 if accept[q] else -1
+        for t in set(trans[q].values()):
+            sub = walk(t)
+            if sub is None:
+                return None
+            best = max(best, sub + 1)
+        on_path.discard(q)
+        longest[q] = best
+        return best
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * len(trans) + 100))
+    try:
+        top = walk(0)
+    finally:
+        sys.setrecursionlimit(limit)
+    return shortest or 0, top
 
 
 def matches(e: Expr, data: bytes) -> bool:

@@ -56,7 +56,8 @@ def test_raw_prompt_and_prompt_ids(generator):
 
 @pytest.mark.parametrize("schema,error", [
     ({"type": "strin"}, SchemaError),
-    ({"type": "string", "pattern": "a+"}, UnsupportedFeatureError),
+    ({"type": "string", "pattern": "(?=a)b"}, UnsupportedFeatureError),
+    ({"type": "string", "format": "color"}, UnsupportedFeatureError),
     ({"$ref": "#/$defs/missing"}, SchemaError),
     ({"enum": []}, SchemaError),
     ("{not json", SchemaError),
@@ -64,6 +65,24 @@ def test_raw_prompt_and_prompt_ids(generator):
 def test_bad_schemas_raise_typed_errors_before_decoding(generator, schema, error):
     with pytest.raises(error):
         generator.json(schema, PROMPT)
+
+
+def test_scalar_keywords_hold_in_generated_values(generator):
+    schema = {"type": "object", "properties": {
+        "age": {"type": "integer", "minimum": 18, "maximum": 99},
+        "born": {"type": "string", "format": "date"},
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"}}, "required": ["age", "born", "code"]}
+    r = generator.json(schema, "Ada Lovelace was born on 1815-12-10 in London (code LON), age 36.")
+    assert 18 <= r.value["age"] <= 99 and len(r.value["code"]) == 3
+    assert r.relaxed == () and r.validation_error is None
+
+
+def test_lenient_generation_reports_what_it_relaxed(generator):
+    schema = {"type": "object", "properties": {"colour": {"type": "string", "format": "color"}},
+              "required": ["colour"]}
+    r = generator.json(schema, "The colour of grass, as a word.", lenient=True, max_new_tokens=40)
+    assert [(x.keyword, x.pointer) for x in r.relaxed] == [("format", "/properties/colour/format")]
+    assert isinstance(r.value["colour"], str)
 
 
 def test_generator_without_the_default_model_says_how_to_install(monkeypatch):

@@ -66,6 +66,25 @@ TREE = {
     (TREE, json.dumps({"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}, {"v": 4}]}), True),
     (TREE, '{"v": 1, "x": 2}', False),
     (True, '[1, {"a": "b"}, [], {}]', True),
+    # numbers: bounds and divisors, every spelling of the value when walking
+    ({"type": "integer", "minimum": 1, "maximum": 12}, "12", True),
+    ({"type": "integer", "minimum": 1, "maximum": 12}, "13", False),
+    ({"type": "integer", "minimum": 1, "maximum": 12}, "12.0", True),
+    ({"type": "integer"}, "1.0", True),
+    ({"type": "number", "exclusiveMinimum": 0}, "0.01", True),
+    ({"type": "number", "exclusiveMinimum": 0}, "-0.0", False),
+    ({"type": "number", "minimum": 0, "exclusiveMinimum": True}, "0", False),   # draft 4
+    ({"type": "number", "multipleOf": 0.01}, "19.99", True),
+    ({"type": "number", "multipleOf": 0.01}, "19.999", False),
+    ({"type": ["integer", "string"], "minimum": 5}, "4", False),
+    ({"type": ["integer", "string"], "minimum": 5}, '"4"', True),           # bounds bind numbers only
+    ({"minimum": 5}, "null", True),
+    ({"enum": [1]}, "1.0", True),                                           # JSON equality
+    ({"enum": [1.5]}, "1.50", True),
+    ({"const": 0}, "-0", True),
+    ({"const": "a"}, '"\\u0061"', True),
+    ({"type": "object", "properties": {"a": {"type": "null"}}, "required": ["a"],
+      "additionalProperties": False}, '{"\\u0061": null}', True),
 ])
 def test_accept_reject(schema, text, ok):
     assert accepts(schema, text) is ok
@@ -92,9 +111,9 @@ def test_compact_allows_no_whitespace():
 
 
 @pytest.mark.parametrize("schema,keyword,pointer", [
-    ({"type": "string", "pattern": "a+"}, "pattern", "/pattern"),
-    ({"type": "object", "properties": {"x": {"type": "string", "format": "email"}}}, "format",
-     "/properties/x/format"),
+    ({"type": "object", "properties": {"x": {"type": "number", "multipleOf": 1234567.89}}}, "multipleOf",
+     "/properties/x/multipleOf"),
+    ({"type": "string", "uniqueItems": True, "not": {}}, "uniqueItems", "/uniqueItems"),
     ({"allOf": [{"type": "string"}]}, "allOf", "/allOf"),
     ({"$ref": "http://example.com/s.json"}, "$ref", "/$ref"),
 ])
@@ -150,3 +169,83 @@ def test_strict_closes_objects_unless_the_schema_opens_them():
 def test_schema_text_that_is_not_json_is_a_schema_error():
     with pytest.raises(SchemaError, match="not valid JSON"):
         structgen.compile_json_schema("{'type': 'string'}", BYTES)
+
+
+def test_canonical_spelling_for_generation():
+    def ok(schema, text):
+        m = structgen.compile_json_schema(schema, BYTES, canonical=True).matcher()
+        return all(m.advance(b) for b in text.encode()) and m.can_end()
+
+    assert ok({"type": "integer"}, "12") and not ok({"type": "integer"}, "12.0")
+    assert not ok({"type": "number"}, "1e5") and ok({"type": "number"}, "-0.5")
+    assert not ok({"type": "number", "maximum": 3}, "-0")
+    assert not ok({"const": "a"}, '"\\u0061"') and ok({"const": "é"}, '"\\u00e9"')
+    m = structgen.compile_json_schema({"enum": [10, 20]}, BYTES, canonical=True).matcher()
+    assert m.advance(ord("2")) and m.forced_text() == "0"
+
+
+def test_lenient_records_what_it_drops():
+    schema = {"type": "object", "properties": {"n": {"type": "number", "multipleOf": 1234567.89},
+                                               "tags": {"type": "array", "uniqueItems": True}}}
+    compiled = structgen.compile_json_schema(schema, BYTES, lenient=True)
+    assert [(r.keyword, r.pointer) for r in compiled.relaxed] == [
+        ("multipleOf", "/properties/n/multipleOf"), ("uniqueItems", "/properties/tags/uniqueItems")]
+    assert structgen.compile_json_schema(schema, BYTES, lenient=True, whitespace="compact").relaxed
+    assert structgen.compile_json_schema({"type": "integer"}, BYTES, lenient=True).relaxed == ()
+    with pytest.raises(UnsupportedFeatureError):  # never relaxed: allOf is not in the list
+        structgen.compile_json_schema({"allOf": [{}]}, BYTES, lenient=True)
+
+
+def test_enum_objects_match_in_any_key_order_when_walking():
+    schema = {"const": {"a": 1, "b": [True], "c": None}}
+    assert accepts(schema, '{"c": null, "a": 1.0, "b": [true]}')
+    assert not accepts(schema, '{"c": null, "a": 1}')                # a member missing
+    assert not accepts(schema, '{"a": 1, "a": 1, "b": [true], "c": null}')
+
+
+def test_refs_to_anchors_and_percent_encoded_pointers():
+    schema = {"$defs": {"A": {"$anchor": "item", "type": "integer"}, "b%c": {"type": "null"}},
+              "type": "array", "items": {"anyOf": [{"$ref": "#item"}, {"$ref": "#/$defs/b%25c"}]}}
+    assert accepts(schema, "[1, null]") and not accepts(schema, '["x"]')
+    with pytest.raises(SchemaError, match="no \\$anchor"):
+        structgen.compile_json_schema({"$ref": "#nowhere"}, BYTES)
+
+
+@pytest.mark.parametrize("schema,text,ok", [
+    ({"type": "string", "pattern": "a"}, '"xax"', True),                 # unanchored search
+    ({"type": "string", "pattern": "^a"}, '"xa"', False),
+    ({"type": "string", "pattern": "^é+$"}, '"\\u00e9\\u00E9é"', True),  # decoded string counts
+    ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3}, '"abc"', True),
+    ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3}, '"abcd"', False),
+    ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3}, '"a"', False),
+    ({"type": "string", "pattern": "^.+$", "maxLength": 2}, '"\\u00e9\\n"', False),  # \n is not .
+    ({"type": "string", "pattern": "^.+$", "maxLength": 2}, '"\\u00e9\\t"', True),
+    ({"type": "string", "format": "date"}, '"2024-02-29"', True),
+    ({"type": "string", "format": "date"}, '"2023-02-29"', False),
+    ({"type": "string", "format": "uuid"}, '"123e4567-e89b-12d3-a456-426614174000"', True),
+    ({"type": "string", "format": "ipv4"}, '"256.1.1.1"', False),
+    ({"type": "string", "format": "email", "pattern": "@example\\.com$"}, '"ada@example.com"', True),
+    ({"type": "string", "format": "email", "pattern": "@example\\.com$"}, '"ada@example.org"', False),
+    ({"format": "date"}, "12", True),                                    # formats bind strings only
+])
+def test_patterns_and_formats(schema, text, ok):
+    assert accepts(schema, text) is ok
+
+
+def test_unknown_format_is_refused_or_relaxed():
+    schema = {"type": "object", "properties": {"c": {"type": "string", "format": "color-hex"}}}
+    with pytest.raises(UnsupportedFeatureError, match="color-hex") as info:
+        structgen.compile_json_schema(schema, BYTES)
+    assert info.value.pointer == "/properties/c/format"
+    relaxed = structgen.compile_json_schema(schema, BYTES, lenient=True).relaxed
+    assert [(r.keyword, r.pointer) for r in relaxed] == [("format", "/properties/c/format")]
+
+
+def test_a_length_too_large_beside_a_format_is_refused_or_relaxed():
+    schema = {"type": "string", "format": "email", "maxLength": 254}
+    with pytest.raises(UnsupportedFeatureError, match="maxLength"):
+        structgen.compile_json_schema(schema, BYTES)
+    compiled = structgen.compile_json_schema(schema, BYTES, lenient=True)
+    assert [r.keyword for r in compiled.relaxed] == ["maxLength"]
+    # lengths a format implies anyway cost nothing and are kept
+    assert structgen.compile_json_schema({"type": "string", "format": "date", "maxLength": 64}, BYTES).relaxed == ()

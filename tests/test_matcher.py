@@ -24,7 +24,7 @@ def tid(piece: bytes) -> int:
 
 @pytest.fixture
 def matcher():
-    return structgen.compile_json_schema(SCHEMA, VOCAB, whitespace="compact").matcher()
+    return structgen.compile_json_schema(SCHEMA, VOCAB, whitespace="compact", canonical=True).matcher()
 
 
 def test_forced_text_and_crossing_tokens(matcher):
@@ -92,7 +92,7 @@ def test_fill_bitmask_numpy_and_torch(matcher):
 
 
 def test_compiled_grammar_pickles():
-    compiled = structgen.compile_json_schema(SCHEMA, VOCAB, whitespace="compact")
+    compiled = structgen.compile_json_schema(SCHEMA, VOCAB, whitespace="compact", canonical=True)
     again = pickle.loads(pickle.dumps(compiled))
     m = again.matcher()
     assert m.forced_text() == '{"name":"'
@@ -105,7 +105,7 @@ def test_anyof_keeps_two_live_parses():
          "required": ["ok", "v"], "additionalProperties": False},
         {"type": "object", "properties": {"ok": {"const": False}, "err": {"type": "string"}},
          "required": ["ok", "err"], "additionalProperties": False}]}
-    m = structgen.compile_json_schema(schema, VOCAB, whitespace="compact").matcher()
+    m = structgen.compile_json_schema(schema, VOCAB, whitespace="compact", canonical=True).matcher()
     assert m.forced_text() == '{"ok":'
     for b in b'{"ok":f':
         assert m.advance(b)
@@ -119,7 +119,7 @@ def test_masks_stay_exact_when_the_shared_cache_forgets():
     vocab.mask_cache.maxsize = 2  # every shared fact is evicted almost at once
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 4}},
               "required": ["name"]}
-    compiled = structgen.compile_json_schema(schema, vocab, whitespace="compact")
+    compiled = structgen.compile_json_schema(schema, vocab, whitespace="compact", canonical=True)
     ids = [tid(b'{"'), tid(b"name"), tid(b'":"'), ord("a"), tid(b'","'), ord("x"), tid(b'":'),
            ord("1"), ord("}")]
     assert check_walk(compiled.matcher(), ids) == len(ids) + 1
