@@ -229,43 +229,19 @@ def _resolve(node: Any, root: Any) -> Any:
     return node
 
 
-def _merged_properties(node: Any, root: Any, depth: int = 0) -> dict[str, list[Any]]:
-    """Defined keys in the order structgen merges them (structgen/schema_merge.py): a ``$ref``
-    target's first, then the schema's own ``properties``, then each ``allOf`` branch's; each key
-    with the subschemas that name it."""
-    out: dict[str, list[Any]] = {}
-    if depth > 32 or not isinstance(node, dict):
-        return out
-
-    def add(found: dict[str, list[Any]]) -> None:
-        for k, subs in found.items():
-            out.setdefault(k, []).extend(subs)
-
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#"):
-        add(_merged_properties(_resolve({"$ref": ref}, root), root, depth + 1))
-    if isinstance(node.get("properties"), dict):
-        add({k: [v] for k, v in node["properties"].items()})
-    for branch in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
-        add(_merged_properties(branch, root, depth + 1))
-    return out
-
-
 def schema_order(data: Any, schema: Any, root: Any = None, _depth: int = 0) -> Any:
-    """``data`` with object keys in the order the grammar expects.
+    """``data`` with object keys in the order the first-cut grammar expects.
 
-    Defined ``properties`` first, in schema order (merged through ``$ref`` and ``allOf`` as
-    structgen merges them: the target's keys, the schema's own, each branch's), then the other
-    keys in their original order; recursively through ``properties``, ``additionalProperties``,
-    ``items`` and local ``$ref``. Under ``anyOf`` the first branch that ``data`` validates
-    against decides (the first object branch when none does). Key order is not a validation
-    concern, so an instance's validity is unchanged.
+    Defined ``properties`` first, in schema order, then the other keys in their original order;
+    recursively through ``properties``, ``additionalProperties``, ``items`` and local ``$ref``.
+    Under ``anyOf`` the first branch that ``data`` validates against decides (the first object
+    branch when none does). Key order is not a validation concern, so an instance's validity is
+    unchanged.
     """
     root = schema if root is None else root
     if _depth > 64:
         return data
-    pure_ref = isinstance(schema, dict) and not any(k in schema for k in ("properties", "allOf", "anyOf"))
-    node = _resolve(schema, root) if pure_ref else schema
+    node = _resolve(schema, root)
     if not isinstance(node, dict):
         return data
     if "anyOf" in node and isinstance(node["anyOf"], list) and node["anyOf"]:
@@ -286,12 +262,11 @@ def schema_order(data: Any, schema: Any, root: Any = None, _depth: int = 0) -> A
             data = schema_order(data, merged, root, _depth + 1)
             return schema_order(data, chosen, root, _depth + 1)
     if isinstance(data, dict):
-        props = _merged_properties(node, root)
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         extra = node.get("additionalProperties", True)
         out: dict[str, Any] = {}
-        for k, subs in props.items():
+        for k, sub in props.items():
             if k in data:
-                sub = subs[0] if len(subs) == 1 else {"allOf": subs}
                 out[k] = schema_order(data[k], sub, root, _depth + 1)
         for k, v in data.items():
             if k not in props:
