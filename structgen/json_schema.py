@@ -310,33 +310,38 @@ class _Converter:
                             f"unknown format {fmt!r} (known: {', '.join(sorted(FORMAT_PATTERNS))})")
         if not pieces:  # all relaxed
             return self.string_rule(lo, hi)
+        keyword = "pattern" if "pattern" in schema else "format"
+
+        def combined(*exprs: Expr) -> Expr:
+            try:
+                return exprs[0] if len(exprs) == 1 else intersect(
+                    *exprs, what=f"the string constraints at {ptr or '/'}")
+            except CompileError as err:
+                raise UnsupportedFeatureError(keyword, pointer=ptr,
+                                              hint=f"{err}: the pattern, format and lengths together "
+                                                   "are too large an automaton") from err
+
+        content = combined(*pieces)
         if lo or hi is not None:
             # Lengths the pattern implies anyway need no counter (a char takes 1+ bytes).
-            shortest, longest = regular.length_range(pieces[0] if len(pieces) == 1 else intersect(*pieces))
+            shortest, longest = regular.length_range(content)
             if lo <= min(shortest, 1) and hi is not None and longest is not None and longest <= hi:
                 lo, hi = 0, None
         if lo or hi is not None:
             # Lengths run beside the pattern as a product automaton (states x count): exact, but
             # refused when that product would be too large (e.g. an email format with a
             # maxLength of 255); lenient=True then drops the length and records it.
-            keyword = "maxLength" if hi is not None else "minLength"
-            char = char_set_ir([(0, 0x10FFFF)], canonical=True) if self.canonical else JSON_CHAR
-            size = regular.state_count(pieces[0] if len(pieces) == 1 else intersect(*pieces)) * (max(lo, hi or 0) + 1)
+            length_kw = "maxLength" if hi is not None else "minLength"
+            size = regular.state_count(content) * (max(lo, hi or 0) + 1)
             if size > regular.DEFAULT_STATE_LIMIT:
-                self.refuse(keyword, _join(ptr, keyword),
+                self.refuse(length_kw, _join(ptr, length_kw),
                             f"a length of {max(lo, hi or 0)} beside a pattern or format would need an "
                             f"automaton of about {size} states (limit {regular.DEFAULT_STATE_LIMIT})")
             else:
-                pieces.append(Repeat(char, lo, hi))
-        try:
-            content = pieces[0] if len(pieces) == 1 else intersect(
-                *pieces, what=f"the string constraints at {ptr or '/'}")
-        except CompileError as err:
-            raise UnsupportedFeatureError("pattern" if "pattern" in schema else "format", pointer=ptr,
-                                          hint=f"{err}: the pattern, format and lengths together are "
-                                               "too large an automaton") from err
+                char = char_set_ir([(0, 0x10FFFF)], canonical=True) if self.canonical else JSON_CHAR
+                content = combined(content, Repeat(char, lo, hi))
         if isinstance(content, Fsm) and not content.accept:
-            raise UnsupportedFeatureError("pattern" if "pattern" in schema else "format", pointer=ptr,
+            raise UnsupportedFeatureError(keyword, pointer=ptr,
                                           hint="no string satisfies the pattern, format and lengths together")
         digest = hashlib.sha1(repr(content).encode()).hexdigest()[:10]
         return self.rule(f"string_{digest}", seq(Lit(b'"'), content, Lit(b'"')))

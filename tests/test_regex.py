@@ -24,6 +24,7 @@ from structgen.ir import Alt, ByteClass, Grammar, Lit, Repeat, Seq, seq
 from structgen.json_text import JSON_CHAR, char_encodings
 from structgen.pda import ACCEPT, StackMachine
 from structgen.regex import char_set_ir, pattern_to_ir
+from structgen.regular import matches
 
 
 @functools.lru_cache(maxsize=None)
@@ -352,15 +353,9 @@ def test_full_char_set_equals_json_char():
 
 def test_full_char_set_accepts_sample_spellings():
     full = char_set_ir([(0, 0x10FFFF)])
-    trans, acc = _dfa(full)
 
     def run(data: bytes) -> bool:
-        q = 0
-        for b in data:
-            q = trans[q].get(b)
-            if q is None:
-                return False
-        return acc[q]
+        return matches(full, data)
 
     for ch in "\x00\x08\x1f !\"/\\aé\u07ff\u0800\ud7ff\ue000\uffff\U00010000😀\U0010ffff":
         for sp in char_encodings(ch):
@@ -404,15 +399,10 @@ def test_char_set_and_complement_partition_json_char(ranges):
 @settings(max_examples=60, deadline=None)
 @given(ranges=_RANGES, probes=st.lists(_CODE_POINT, min_size=1, max_size=8))
 def test_char_set_membership_by_spelling(ranges, probes):
-    trans, acc = _dfa(char_set_ir(ranges))
+    chars = char_set_ir(ranges)
 
     def run(data: bytes) -> bool:
-        q = 0
-        for b in data:
-            q = trans[q].get(b)
-            if q is None:
-                return False
-        return acc[q]
+        return matches(chars, data)
 
     for cp in probes + [lo for lo, _ in ranges] + [hi for _, hi in ranges]:
         if 0xD800 <= cp <= 0xDFFF:
