@@ -6,7 +6,7 @@ also subclass :class:`ValueError`, errors during decoding also :class:`RuntimeEr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "StructgenError",
@@ -48,6 +48,24 @@ class UnsupportedFeatureError(SchemaError):
         super().__init__(message, pointer=pointer)
         self.keyword = keyword
         self.hint = hint
+
+
+_E = TypeVar("_E", bound=SchemaError)
+
+
+def no_value(error: _E) -> _E:
+    """Mark ``error`` as saying that no value satisfies a (sub)schema (internal to the frontend).
+
+    Where the subschema is one of several options (an ``anyOf`` branch, one type of a list, an
+    optional property), the frontend drops it instead of raising: the language is unchanged.
+    """
+    error.no_value = True  # type: ignore[attr-defined]
+    return error
+
+
+def is_no_value(error: BaseException) -> bool:
+    """Whether ``error`` was marked by :func:`no_value`."""
+    return getattr(error, "no_value", False) is True
 
 
 class GrammarError(StructgenError, ValueError):

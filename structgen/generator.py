@@ -60,6 +60,9 @@ class Generator:
         SmolLM2-135M-Instruct (see :func:`structgen.models.load_default_model`).
     device
         Where to run the model (e.g. ``"cpu"``, ``"cuda"``); default: where it is.
+    pass_costs
+        The forward-pass cost curve that decides draft lengths; default: measured on first use.
+        Pass one to make draft decisions independent of the machine's load at that moment.
 
     Example
     -------
@@ -69,7 +72,8 @@ class Generator:
     ('green', True)
     """
 
-    def __init__(self, model: Any = None, tokenizer: Any = None, *, device: Any = None) -> None:
+    def __init__(self, model: Any = None, tokenizer: Any = None, *, device: Any = None,
+                 pass_costs: PassCosts | None = None) -> None:
         if model is None:
             if tokenizer is not None:
                 raise ValueError("pass a model with the tokenizer, or neither for the default model")
@@ -87,7 +91,7 @@ class Generator:
         self.vocabulary = Vocabulary.from_tokenizer(
             tokenizer, vocab_size=width, generation_config=getattr(model, "generation_config", None))
         self.compiler = Compiler(self.vocabulary)
-        self._costs: PassCosts | None = None
+        self._costs = pass_costs  # None: measured on first use
         self._draft_ends = DraftEnds()  # learned per model: which draft ends it tends to refuse
 
     @property

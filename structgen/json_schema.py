@@ -1,17 +1,26 @@
 """JSON Schema frontend: a schema becomes a grammar IR, or an error naming what it cannot honour.
 
-First cut (see the README's keyword table): ``type`` (one or a list), ``properties`` with
+Keywords (see the README's keyword table): ``type`` (one or a list), ``properties`` with
 ``required`` and ``additionalProperties`` (``true``/``false``/a schema; the spec's default is
-``true``), ``items``, ``enum``, ``const``, ``anyOf``, ``$ref`` into ``$defs``/``definitions``
-(recursion included), ``minLength``/``maxLength``. Every other JSON Schema keyword that
-constrains instances (:data:`ASSERTION_KEYWORDS`) raises
-:class:`~structgen.errors.UnsupportedFeatureError` with its JSON pointer: no constraint is ever
-dropped silently. Annotations and unknown keywords (``title``, ``x-...``) constrain nothing
-and are ignored, as the spec says.
+``true``), ``items``, ``enum``, ``const``, ``$ref`` into ``$defs``/``definitions`` (recursion
+included), string lengths, ``pattern`` and ``format``, numeric bounds and ``multipleOf``, and
+the combinators ``allOf``, ``anyOf``, ``oneOf``, ``not``, with keywords beside ``$ref`` and
+``anyOf``: :mod:`structgen.schema_merge` merges each conjunction into one schema per
+alternative, exactly or not at all. Every other JSON Schema keyword that constrains instances
+(:data:`ASSERTION_KEYWORDS`) raises :class:`~structgen.errors.UnsupportedFeatureError` with its
+JSON pointer: no constraint is ever dropped silently. Annotations and unknown keywords
+(``title``, ``x-...``) constrain nothing and are ignored, as the spec says.
+
+A subschema that no value satisfies (``false``, ``not: {}``, bounds that exclude each other) is
+an error, except where it is one option among others: an ``anyOf`` branch, one type of a list,
+an optional property (then a forbidden key), the items (then only ``[]``); such an option is
+left out, and the language is unchanged.
 
 Key order is fixed: defined properties in schema order, then additional ones, as every peer
-engine does. When walking, keys, string literals and numbers are matched in every JSON
-spelling of their value (``"\\u0061"`` is ``"a"``, ``1.0`` is ``1``); for generation
+engine does; only an object whose ``properties`` were merged from several subschemas, or that
+requires keys its ``properties`` do not list (the schema gives such keys no order), takes its
+keys in any order when walking, up to :data:`MAX_ANY_ORDER_KEYS` keys. When walking, keys, string literals and numbers are matched in
+every JSON spelling of their value (``"\\u0061"`` is ``"a"``, ``1.0`` is ``1``); for generation
 (``canonical=True``) in one spelling (``json.dumps``, non-ASCII raw or ``\\uXXXX``), which keeps
 keys and enum tails forced. An additional key is any string whose *decoded* value is not a
 defined key, however it is escaped.
@@ -27,23 +36,24 @@ Example
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import re
-import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Literal
+from fractions import Fraction
+from typing import Any, Callable, Iterable, Iterator, Literal
 
-from .errors import CompileError, SchemaError, UnsupportedFeatureError
+from .errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from .ir import ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 from .json_text import JSON_CHAR, char_encodings, string_literal
-from .automaton import MAX_UNROLL
 from .formats import FORMAT_PATTERNS, GENERATION_PATTERNS
-from .numbers import bounded_number_ir, number_ir, read_bounds
+from .numbers import Bounds, bounded_number_ir, number_ir
 from .regex import char_set_ir, pattern_to_ir
 from . import regular
-from .regular import intersect
+from .regular import difference, intersect
+from .schema_merge import Conj, Merged, Merger, Part, join_pointer as _join, resolve_ref
 
 __all__ = ["schema_to_grammar", "translate_schema", "Relaxed", "SUPPORTED_KEYWORDS",
            "ASSERTION_KEYWORDS", "LENIENT_KEYWORDS", "keyword_table"]
@@ -57,7 +67,7 @@ MAX_ANY_ORDER_KEYS = 6
 
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-    "anyOf", "$ref", "minLength", "maxLength",
+    "anyOf", "allOf", "oneOf", "not", "$ref", "minLength", "maxLength",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "pattern", "format",
 })
@@ -69,14 +79,35 @@ KEYWORD_NOTES = {
     "enum": "any JSON values, compared by JSON equality (`1` = `1.0`; objects in any key order "
             f"up to {MAX_ANY_ORDER_KEYS} keys when walking); values failing sibling keywords are dropped",
     "const": "as `enum` with one value",
-    "properties": "defined keys in schema order, then additional ones (every peer fixes order)",
-    "required": "keys listed in `properties`",
+    "properties": "defined keys in schema order, then additional ones (every peer fixes order); "
+                  "a property whose schema matches nothing (`false`, `not: {}`) is a forbidden key",
+    "required": "any key; one not listed in `properties` takes the `additionalProperties` schema "
+                "(any value when there is none), and the object's keys then match in any order when "
+                f"walking (up to {MAX_ANY_ORDER_KEYS} keys); only binds objects",
     "additionalProperties": "true / false / a schema; spec default true (generation closes "
                             "objects unless the schema opens them)",
-    "items": "one schema for every item",
-    "anyOf": "alone (sibling keywords: structures issue)",
+    "items": "one schema for every item; `false`: only `[]`",
+    "anyOf": "branches that match nothing are dropped; beside other keywords, those are merged "
+             "into each branch (as `allOf`)",
+    "allOf": "merged into one schema, exactly: types intersected, `properties` key by key (a "
+             "branch's `additionalProperties` governs the keys that branch does not list), "
+             "`required` united, bounds and lengths the tightest, `multipleOf` the least common "
+             "multiple, every `pattern`/`format` intersected, `enum` values kept when valid under "
+             "every branch; no common type is a `SchemaError` naming both pointers. An object "
+             f"merged from several `properties` takes its keys in any order when walking (up to "
+             f"{MAX_ANY_ORDER_KEYS} keys)",
+    "oneOf": "an `anyOf` when the branches (siblings merged in) are provably disjoint: by type, "
+             "`enum`/`const` values, numeric or length ranges, or a property required on both sides "
+             "whose values are disjoint (a discriminator); otherwise refused (`lenient=True`: read as "
+             "`anyOf`, recorded)",
+    "not": "of `type` (`not: {type: integer}`: numbers with a non-zero fraction), of `enum`/`const` "
+           "over strings, numbers, booleans, null (each value out in every spelling; numbers then "
+           "without exponents), `false`; through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
+           "`not: {}` matches nothing (dropped inside `anyOf`, as an optional property: a "
+           "forbidden key); any other form refused",
     "$ref": "`#/json/pointer` (`~0`/`~1`, percent-encoding) and `#anchor` inside the document; "
-            "recursion without depth limit",
+            "recursion without depth limit; keywords beside it apply too (merged as `allOf`, the "
+            "2019-09+ reading); in a document declaring drafts 3 to 7, which ignore them, they are refused",
     "minLength": "code points, whatever their JSON spelling; beside `pattern`/`format` a "
                  "product automaton, refused when too large",
     "maxLength": "as `minLength`",
@@ -102,6 +133,21 @@ LENIENT_KEYWORDS = frozenset({
 })
 
 
+#: ``$schema`` values read as JSON Schema (drafts 3 to 2020-12), after :func:`_dialect`.
+KNOWN_DIALECTS = frozenset({
+    "json-schema.org/schema", "json-schema.org/draft-03/schema", "json-schema.org/draft-04/schema",
+    "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
+    "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema",
+})
+
+
+def _dialect(uri: Any) -> str:
+    """A ``$schema`` URI without scheme and empty fragment (``http://…/schema#`` = ``https://…/schema``)."""
+    if not isinstance(uri, str):
+        return ""
+    return re.sub(r"^https?://", "", uri).removesuffix("#")
+
+
 @dataclass(frozen=True)
 class Relaxed:
     """A constraint ``lenient=True`` dropped: the keyword, where, and why it could not be kept."""
@@ -124,12 +170,6 @@ ASSERTION_KEYWORDS = frozenset({
     "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
 })
 
-_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
-_NUMBER_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-_OBJECT_KW = {"properties", "required", "additionalProperties"}
-_ARRAY_KW = {"items"}
-_STRING_KW = {"minLength", "maxLength"}
-
 # ---------------------------------------------------------------- the converter
 
 
@@ -145,47 +185,55 @@ class _Converter:
         self.lenient = lenient
         self.relaxed: list[Relaxed] = []
         self.rules: dict[str, Expr] = {}
-        self.by_pointer: dict[str, str] = {}
-        self._validator_cls: Any = None
+        self.by_pointer: dict[str | tuple[str, ...], str] = {}
+        self.merger = Merger(root, check=self.check, refuse=self.refuse)
 
     # -- rule plumbing
 
     def refuse(self, keyword: str, pointer: str, hint: str) -> None:
         """Raise UnsupportedFeatureError, or under ``lenient`` record the keyword as dropped."""
         if self.lenient and keyword in LENIENT_KEYWORDS:
-            self.relaxed.append(Relaxed(keyword, pointer, hint))
+            relaxed = Relaxed(keyword, pointer, hint)
+            if relaxed not in self.relaxed:  # a subschema may be merged into several places
+                self.relaxed.append(relaxed)
             return
         raise UnsupportedFeatureError(keyword, pointer=pointer, hint=hint)
+
+    def check(self, schema: dict, ptr: str) -> None:
+        """Refuse (``lenient``: record) the assertion keywords structgen does not support, and
+        metaschemas other than the JSON Schema drafts (their vocabularies are unknown)."""
+        dialect = schema.get("$schema")
+        if dialect is not None and _dialect(dialect) not in KNOWN_DIALECTS:
+            raise UnsupportedFeatureError("$schema", pointer=_join(ptr, "$schema"),
+                                          hint=f"{dialect!r} is not a JSON Schema draft's metaschema; "
+                                               "its vocabularies (which keywords assert) are unknown")
+        for kw in schema:
+            if kw in ASSERTION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
+                self.refuse(kw, _join(ptr, kw), "not in structgen's supported keywords yet")
 
     def key_literal(self, key: str) -> Expr:
         """A string literal: canonical when generating, any JSON spelling when walking."""
         if self.canonical:
             return string_literal(key)
-        parts: list[Expr] = [Lit(b'"')]
-        for ch in key:
-            spellings = char_encodings(ch)
-            parts.append(Lit(spellings[0]) if len(spellings) == 1 else alt(*(Lit(x) for x in spellings)))
-        return seq(*parts, Lit(b'"'))
-
-    def number(self, integer: bool, schema: dict, ptr: str) -> Expr:
-        forms = "plain" if self.canonical else "any"
-        if not any(k in schema for k in _NUMBER_KW):
-            name = "integer" if integer else "number"
-            if name not in self.rules:
-                self.rules[name] = number_ir(integer=integer, forms=forms)
-            return Ref(name)
-        bounds, divisor = read_bounds(schema, ptr)
-        try:
-            return bounded_number_ir(bounds, divisor, integer=integer, forms=forms, pointer=ptr)
-        except UnsupportedFeatureError as err:
-            if err.keyword != "multipleOf" or not self.lenient:
-                raise
-            self.refuse("multipleOf", err.pointer, err.hint)
-            return bounded_number_ir(bounds, None, integer=integer, forms=forms, pointer=ptr)
+        return seq(Lit(b'"'), _spellings(key), Lit(b'"'))
 
     def rule(self, name: str, body: Expr) -> Ref:
         self.rules.setdefault(name, body)
         return Ref(name)
+
+    @contextlib.contextmanager
+    def undo_on_error(self) -> Iterator[None]:
+        """Rules and names made inside are forgotten when it raises: a dropped alternative
+        leaves no half-built rule behind for a later reference to find."""
+        rules, names = len(self.rules), len(self.by_pointer)
+        try:
+            yield
+        except BaseException:
+            for name in list(self.rules)[rules:]:
+                del self.rules[name]
+            for key in list(self.by_pointer)[names:]:
+                del self.by_pointer[key]
+            raise
 
     @property
     def ws(self) -> Expr:
@@ -201,7 +249,8 @@ class _Converter:
             if name in bodies:
                 return self.rule(name, bodies[name])
             if name in ("number", "integer"):
-                return self.number(name == "integer", {}, "")
+                self.rules[name] = number_ir(integer=name == "integer", forms="plain" if self.canonical else "any")
+                return Ref(name)
             if name == "value":
                 self.rules["value"] = Seq(())  # reserve the name (recursive)
                 scalars = [self.primitive(t) for t in ("string", "number", "boolean", "null")]
@@ -220,108 +269,177 @@ class _Converter:
 
     def convert(self, schema: Any, pointer: str) -> Ref:
         """The rule for the subschema at ``pointer`` (one rule per pointer)."""
-        name = self.by_pointer.get(pointer)
+        return self.named(pointer, lambda: self.body(schema, pointer))
+
+    def position(self, conj: Conj) -> Ref:
+        """The rule for one place (a property's value, the items): its subschemas together."""
+        if not conj.parts:
+            return self.primitive("value")
+        if len(conj.parts) == 1:
+            return self.convert(conj.parts[0].schema, conj.parts[0].pointer)
+        return self.named(conj.key, lambda: self.conjunction(conj))
+
+    def named(self, key: str | tuple[str, ...], build: Callable[[], Expr]) -> Ref:
+        name = self.by_pointer.get(key)
         if name is not None:
             return Ref(name)
-        name = "root" if pointer == "" else "s" + re.sub(r"[^A-Za-z0-9_]+", "_", pointer)
+        text = key if isinstance(key, str) else "&".join(key)
+        name = "root" if key == "" else "s" + re.sub(r"[^A-Za-z0-9_]+", "_", text)
+        if not isinstance(key, str) and len(name) > 64:  # several pointers: shortened
+            name = name[:48] + "_" + hashlib.sha1(text.encode()).hexdigest()[:10]
         while name in self.rules:
             name += "_"
-        self.by_pointer[pointer] = name
-        self.rules[name] = Seq(())  # reserved: recursion may refer to it before it is built
-        self.rules[name] = self.body(schema, pointer)
+        with self.undo_on_error():
+            self.by_pointer[key] = name
+            self.rules[name] = Seq(())  # reserved: recursion may refer to it before it is built
+            self.rules[name] = build()
         return Ref(name)
 
     def body(self, schema: Any, ptr: str) -> Expr:
         if schema is True or schema == {}:
             return self.primitive("value")
         if schema is False:
-            raise UnsupportedFeatureError("false", pointer=ptr,
-                                          hint="a false schema matches nothing, so no value can be generated")
+            raise no_value(UnsupportedFeatureError("false", pointer=ptr,
+                                                   hint="a false schema matches nothing, so no value can be generated"))
         if not isinstance(schema, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}",
                               pointer=ptr)
-        for kw in schema:
-            if kw in ASSERTION_KEYWORDS and kw not in SUPPORTED_KEYWORDS:
-                self.refuse(kw, _join(ptr, kw), "not in structgen's supported keywords yet")
-        if "enum" in schema or "const" in schema:
-            return self.enum(schema, ptr)
-        if "$ref" in schema:
-            if any(k in schema for k in SUPPORTED_KEYWORDS - {"$ref"}):
-                raise UnsupportedFeatureError("$ref", pointer=ptr,
-                                              hint="keywords beside $ref are not supported yet")
-            return self.ref(schema["$ref"], ptr)
-        if "anyOf" in schema:
-            if any(k in schema for k in SUPPORTED_KEYWORDS - {"anyOf"}):
-                raise UnsupportedFeatureError("anyOf", pointer=ptr,
-                                              hint="keywords beside anyOf are not supported yet")
+        self.check(schema, ptr)
+        constraints = [k for k in schema if k in SUPPORTED_KEYWORDS]
+        if constraints == ["$ref"]:  # alone: the target's rule, shared (recursion included)
+            target = resolve_ref(self.root, schema["$ref"], ptr)
+            return self.convert(target.schema, target.pointer)
+        if constraints == ["allOf"] and isinstance(schema["allOf"], list) and len(schema["allOf"]) == 1:
+            return self.convert(schema["allOf"][0], _join(ptr, "allOf", 0))  # one branch: its rule, shared
+        if constraints == ["anyOf"]:  # alone: the branches' rules; a branch matching nothing is dropped
             branches = schema["anyOf"]
             if not isinstance(branches, list) or not branches:
                 raise SchemaError("anyOf must be a non-empty array", pointer=_join(ptr, "anyOf"))
-            return alt(*(self.convert(b, _join(ptr, "anyOf", i)) for i, b in enumerate(branches)))
-        types = schema.get("type", list(_TYPES))
-        if isinstance(types, str):
-            types = [types]
-        if not isinstance(types, list) or not types or any(t not in _TYPES for t in types):
-            raise SchemaError(f"invalid type {schema.get('type')!r}", pointer=_join(ptr, "type"))
-        if "number" in types and "integer" in types:
-            types = [t for t in types if t != "integer"]
-        return alt(*(self.typed(t, schema, ptr) for t in dict.fromkeys(types)))
+            return self.first_of(lambda b: self.convert(b[1], _join(ptr, "anyOf", b[0])), enumerate(branches))
+        return self.conjunction(Conj((Part(schema, ptr),)))
 
-    def typed(self, t: str, schema: dict, ptr: str) -> Expr:
+    def first_of(self, build: Callable[[Any], Expr], options: Iterable[Any]) -> Expr:
+        """The alternative of what ``build`` makes of each option, leaving out options no value
+        satisfies (a marked error); when none is left, the first such error."""
+        exprs: list[Expr] = []
+        errors: list[SchemaError] = []
+        for option in options:
+            try:
+                with self.undo_on_error():
+                    exprs.append(build(option))
+            except SchemaError as err:
+                if not is_no_value(err):
+                    raise
+                errors.append(err)
+        if not exprs:
+            raise errors[0]
+        return alt(*exprs)
+
+    def conjunction(self, conj: Conj) -> Expr:
+        """Subschemas that all apply: the union of their merged alternatives (schema_merge)."""
+        return self.first_of(self.alternative, self.merger.alternatives(conj))
+
+    def alternative(self, m: Merged) -> Expr:
+        if m.enum is not None:  # the values valid under every conjunct
+            return alt(*(self.literal(v, m.pointer) for v in m.enum))
+        return self.first_of(lambda t: self.typed(t, m), m.types())
+
+    def typed(self, t: str, m: Merged) -> Expr:
         if t == "string":
-            lo = _non_negative_int(schema, "minLength", ptr, 0)
-            hi = _non_negative_int(schema, "maxLength", ptr, None)
-            if hi is not None and hi < lo:
-                raise SchemaError("maxLength is below minLength: no string fits", pointer=ptr)
-            if "pattern" in schema or "format" in schema:
-                return self.constrained_string(schema, lo, hi, ptr)
-            return self.string_rule(lo, hi)
+            return self.string(m)
         if t == "object":
-            return self.object(schema, ptr)
+            return self.object(m)
         if t == "array":
-            items = schema.get("items", True)
-            if isinstance(items, list):
-                raise UnsupportedFeatureError("items", pointer=_join(ptr, "items"),
-                                              hint="the array form of items (tuples) is not supported yet")
-            return self.array_of(self.convert(items, _join(ptr, "items")))
-        if t in ("number", "integer"):
-            return self.number(t == "integer", schema, ptr)
+            return self.array(m)
+        if t in ("number", "integer", "fraction"):
+            return self.number(t, m)
+        if t == "boolean":
+            left = [v for v in (True, False) if not any(x is v for x, _ in m.excluded)]
+            return self.primitive("boolean") if len(left) == 2 else Lit(json.dumps(left[0]).encode())
         return self.primitive(t)
 
-    def constrained_string(self, schema: dict, lo: int, hi: int | None, ptr: str) -> Expr:
-        """A string under ``pattern`` and/or ``format``, and lengths: one automaton, the
-        intersection of each (lengths count characters, whatever their spelling)."""
+    def number(self, t: str, m: Merged) -> Expr:
+        """``number``, ``integer``, or ``fraction`` (a number that is no integer: ``not`` integer)."""
+        forms = "plain" if self.canonical else "any"
+        integer, fractional = t == "integer", t == "fraction"
+        excluded = [(v, p) for v, p in m.excluded if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if not fractional and not excluded and m.bounds == Bounds() and m.divisor is None:
+            return self.primitive(t)
+        ptr = m.number_pointer or m.pointer
+
+        def build(divisor: Fraction | None) -> Expr:
+            return bounded_number_ir(m.bounds, divisor, integer=integer, forms=forms, pointer=ptr,
+                                     exponents=not excluded, fractional=fractional)
+
+        try:
+            expr = build(m.divisor)
+        except UnsupportedFeatureError as err:
+            if err.keyword != "multipleOf" or not self.lenient or is_no_value(err):
+                raise
+            self.refuse("multipleOf", err.pointer, err.hint)
+            expr = build(None)
+        if excluded:  # every spelling of each value taken out (1, 1.0, 1.00 ...)
+            expr = difference(expr, alt(*(number_ir(integer=False, minimum=v, maximum=v) for v, _ in excluded)),
+                              what=f"the numbers at {ptr or '/'}")
+            if not expr.accept:
+                raise no_value(UnsupportedFeatureError("not", pointer=excluded[0][1],
+                                                       hint="no number is left once the excluded values are out"))
+        return expr
+
+    def string(self, m: Merged) -> Expr:
+        lo, hi = m.min_length, m.max_length
+        if hi is not None and hi < lo:
+            raise no_value(SchemaError("maxLength is below minLength: no string fits",
+                                       pointer=m.max_length_pointer))
+        excluded = sorted({v for v, _ in m.excluded if isinstance(v, str)})
+        if m.patterns or m.formats:
+            return self.constrained_string(m, lo, hi, excluded)
+        return self.plain_string(lo, hi, excluded, m)
+
+    def plain_string(self, lo: int, hi: int | None, excluded: list[str], m: Merged) -> Expr:
+        """Strings of ``lo``..``hi`` characters but the ``excluded`` ones (in every spelling)."""
+        if not excluded:
+            return self.string_rule(lo, hi)
+        if hi == 0 and "" in excluded:
+            raise no_value(UnsupportedFeatureError("not", pointer=m.excluded[0][1],
+                                                   hint="the only string the lengths allow is excluded"))
+        words = frozenset(tuple(frozenset(char_encodings(ch)) for ch in v) for v in excluded)
+        digest = hashlib.sha1(json.dumps(excluded).encode()).hexdigest()[:10]
+        suffix = f"{lo}_{'' if hi is None else hi}_except_{digest}"
+        chars = self.rule(f"chars_{suffix}", Counted(JSON_CHAR, lo, hi, words))
+        return self.rule(f"string_{suffix}", seq(Lit(b'"'), chars, Lit(b'"')))
+
+    def constrained_string(self, m: Merged, lo: int, hi: int | None, excluded: list[str]) -> Expr:
+        """A string under patterns and/or formats, lengths and excluded values: one automaton,
+        the intersection of each (lengths count characters, whatever their spelling)."""
+        ptr = m.pointer
         pieces: list[Expr] = []
-        if "pattern" in schema:
+        for pattern, where in m.patterns:
             try:
-                pieces.append(pattern_to_ir(schema["pattern"], pointer=_join(ptr, "pattern"),
-                                            canonical=self.canonical))
+                pieces.append(pattern_to_ir(pattern, pointer=where, canonical=self.canonical))
             except UnsupportedFeatureError as err:
                 self.refuse("pattern", err.pointer, err.hint)
-        fmt = schema.get("format")
-        if fmt is not None:
-            if not isinstance(fmt, str):
-                raise SchemaError(f"format must be a string, not {fmt!r}", pointer=_join(ptr, "format"))
+        for fmt, where in m.formats:
             patterns = GENERATION_PATTERNS if self.canonical else FORMAT_PATTERNS
             if fmt in patterns:
                 pieces.append(pattern_to_ir(patterns[fmt], canonical=self.canonical))
             else:
-                self.refuse("format", _join(ptr, "format"),
+                self.refuse("format", where,
                             f"unknown format {fmt!r} (known: {', '.join(sorted(FORMAT_PATTERNS))})")
         if not pieces:  # all relaxed
-            return self.string_rule(lo, hi)
-        keyword = "pattern" if "pattern" in schema else "format"
+            return self.plain_string(lo, hi, excluded, m)
+        keyword = "pattern" if m.patterns else "format"
+        what = f"the string constraints at {ptr or '/'}"
 
-        def combined(*exprs: Expr) -> Expr:
+        def checked(operation, *exprs: Expr) -> Expr:  # regular.intersect or regular.difference
             try:
-                return exprs[0] if len(exprs) == 1 else intersect(
-                    *exprs, what=f"the string constraints at {ptr or '/'}")
+                return operation(*exprs, what=what)
             except CompileError as err:
                 raise UnsupportedFeatureError(keyword, pointer=ptr,
                                               hint=f"{err}: the pattern, format and lengths together "
                                                    "are too large an automaton") from err
 
-        content = combined(*pieces)
+        content = pieces[0] if len(pieces) == 1 else checked(intersect, *pieces)
         if lo or hi is not None:
             # Lengths the pattern implies anyway need no counter (a char takes 1+ bytes).
             shortest, longest = regular.length_range(content)
@@ -331,62 +449,68 @@ class _Converter:
             # Lengths run beside the pattern as a product automaton (states x count): exact, but
             # refused when that product would be too large (e.g. an email format with a
             # maxLength of 255); lenient=True then drops the length and records it.
-            length_kw = "maxLength" if hi is not None else "minLength"
+            length_kw, where = (("maxLength", m.max_length_pointer) if hi is not None
+                                else ("minLength", m.min_length_pointer))
             size = regular.state_count(content) * (max(lo, hi or 0) + 1)
             if size > regular.DEFAULT_STATE_LIMIT:
-                self.refuse(length_kw, _join(ptr, length_kw),
+                self.refuse(length_kw, _join(where, length_kw),
                             f"a length of {max(lo, hi or 0)} beside a pattern or format would need an "
                             f"automaton of about {size} states (limit {regular.DEFAULT_STATE_LIMIT})")
             else:
                 char = char_set_ir([(0, 0x10FFFF)], canonical=True) if self.canonical else JSON_CHAR
-                content = combined(content, Repeat(char, lo, hi))
+                content = checked(intersect, content, Repeat(char, lo, hi))
+        if excluded:
+            content = checked(difference, content, alt(*(_spellings(v) for v in excluded)))
         if isinstance(content, Fsm) and not content.accept:
-            raise UnsupportedFeatureError(keyword, pointer=ptr,
-                                          hint="no string satisfies the pattern, format and lengths together")
+            raise no_value(UnsupportedFeatureError(
+                keyword, pointer=ptr, hint="no string satisfies the pattern, format and lengths together"))
         digest = hashlib.sha1(repr(content).encode()).hexdigest()[:10]
         return self.rule(f"string_{digest}", seq(Lit(b'"'), content, Lit(b'"')))
 
-    def ref(self, ref: Any, ptr: str) -> Ref:
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise UnsupportedFeatureError("$ref", pointer=_join(ptr, "$ref"),
-                                          hint=f"only references inside the document ('#...') are "
-                                               f"supported, not {ref!r}")
-        target_ptr = urllib.parse.unquote(ref[1:])  # a URI fragment: %25 is "%"
-        if target_ptr and not target_ptr.startswith("/"):  # "#name": an anchor, not a pointer
-            found = _find_anchor(self.root, target_ptr, "")
-            if found is None:
-                raise SchemaError(f"$ref {ref!r}: no $anchor named {target_ptr!r} in the document",
-                                  pointer=_join(ptr, "$ref"))
-            return self.convert(*found)
-        node = self.root
-        try:
-            for part in [p for p in target_ptr.split("/")[1:]]:
-                part = part.replace("~1", "/").replace("~0", "~")
-                node = node[int(part)] if isinstance(node, list) else node[part]
-        except (KeyError, IndexError, ValueError, TypeError) as err:
-            raise SchemaError(f"$ref {ref!r} does not resolve", pointer=_join(ptr, "$ref")) from err
-        return self.convert(node, target_ptr)
-
     # -- objects and arrays
 
-    def object(self, schema: dict, ptr: str) -> Expr:
-        props = schema.get("properties", {})
-        if not isinstance(props, dict):
-            raise SchemaError("properties must be an object", pointer=_join(ptr, "properties"))
-        required = schema.get("required", [])
-        if not isinstance(required, list):
-            raise SchemaError("required must be an array", pointer=_join(ptr, "required"))
-        missing = [r for r in required if r not in props]
-        if missing:
-            raise UnsupportedFeatureError("required", pointer=_join(ptr, "required"),
-                                          hint=f"required keys not listed in properties: {missing}")
-        members = [(k, self.convert(v, _join(ptr, "properties", k)), k in required)
-                   for k, v in props.items()]
+    def object(self, m: Merged) -> Expr:
+        """Members: the merged properties in order, then required keys they do not list (their
+        value answers to additionalProperties); a key that can have no value is left out (and
+        refused as an additional key), an object that requires one has no value."""
+        members: list[tuple[str, Ref, bool]] = []
+        keys = list(m.properties) + [k for k in m.required if k not in m.properties]
+        for key in keys:
+            required = key in m.required
+            try:
+                with self.undo_on_error():
+                    members.append((key, self.position(m.value_at(key)), required))
+            except SchemaError as err:
+                if not is_no_value(err) or required:
+                    raise
         # Strict (the generation default): an object takes only the keys its schema names unless
         # the schema says otherwise; the spec's default is open.
-        extra = schema.get("additionalProperties", not self.strict)
-        extra_ref = None if extra is False else self.convert(extra, _join(ptr, "additionalProperties"))
-        return self.object_of(members, set(props), extra_ref)
+        extra: Ref | None = None
+        if m.additional is None:
+            if not self.strict:
+                extra = self.convert(True, _join(m.pointer, "additionalProperties"))
+        else:
+            try:
+                with self.undo_on_error():
+                    extra = self.position(m.additional)
+            except SchemaError as err:
+                if not is_no_value(err):
+                    raise
+        if not m.one_order and not self.canonical and len(members) <= MAX_ANY_ORDER_KEYS:
+            return self.object_any_order(members, set(keys), extra)
+        return self.object_of(members, set(keys), extra)
+
+    def array(self, m: Merged) -> Expr:
+        if m.items is None:
+            return self.array_of(self.convert(True, _join(m.pointer, "items")))
+        try:
+            with self.undo_on_error():
+                item = self.position(m.items)
+        except SchemaError as err:
+            if not is_no_value(err):
+                raise
+            return seq(Lit(b"["), self.ws, Lit(b"]"))  # no item can exist: only the empty array
+        return self.array_of(item)
 
     def object_of(self, members: list[tuple[str, Ref, bool]], defined: set[str],
                   extra: Ref | None) -> Expr:
@@ -429,6 +553,44 @@ class _Converter:
             options.append(seq(Lit(b"{"), ws, Lit(b"}")))
         if firsts:
             options.append(seq(Lit(b"{"), ws, alt(*firsts), ws, Lit(b"}")))
+        return alt(*options)
+
+    def object_any_order(self, members: list[tuple[str, Ref, bool]], defined: set[str],
+                         extra: Ref | None) -> Expr:
+        """Members in any order, additional ones anywhere: for walking an object whose schema
+        gives its keys no one order (``properties`` merged from several subschemas, required keys
+        outside ``properties``). One rule per set of members written, hence the bound
+        :data:`MAX_ANY_ORDER_KEYS`."""
+        ws = self.ws
+        comma = seq(ws, Lit(b","), ws)
+        colon = seq(ws, Lit(b":"), ws)
+        items = [seq(self.key_literal(key), colon, value) for key, value, _ in members]
+        required = sum(1 << i for i, (_, _, req) in enumerate(members) if req)
+        extra_member = None if extra is None else seq(self.key_except(defined), colon, extra)
+        uid = len(self.rules)
+
+        def rest(done: int) -> Ref:  # what may follow once the members in ``done`` were written
+            name = f"obj{uid}_any{done}"
+            if name not in self.rules:
+                self.rules[name] = Seq(())  # reserved while its options are built
+                options = [seq(comma, items[i], rest(done | 1 << i))
+                           for i in range(len(items)) if not done >> i & 1]
+                if done & required == required:
+                    options.append(seq(ws, Lit(b"}")))
+                body = alt(*options)
+                if extra_member is not None:
+                    body = seq(Repeat(seq(comma, extra_member), 0, None), body)
+                self.rules[name] = body
+            return Ref(name)
+
+        firsts = [seq(items[i], rest(1 << i)) for i in range(len(items))]
+        if extra_member is not None:
+            firsts.append(seq(extra_member, rest(0)))
+        options: list[Expr] = []
+        if not required:
+            options.append(seq(Lit(b"{"), ws, Lit(b"}")))
+        if firsts:
+            options.append(seq(Lit(b"{"), ws, alt(*firsts)))
         return alt(*options)
 
     def key_except(self, defined: set[str]) -> Expr:
@@ -475,33 +637,6 @@ class _Converter:
         full = (1 << len(members)) - 1
         return seq(Lit(b"{"), ws, alt(*(seq(members[i], rest(full & ~(1 << i))) for i in range(len(members)))))
 
-    def enum(self, schema: dict, ptr: str) -> Expr:
-        if "const" in schema:
-            values = [schema["const"]]
-        else:
-            values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise SchemaError("enum must be a non-empty array", pointer=_join(ptr, "enum"))
-        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        if any(k in SUPPORTED_KEYWORDS for k in rest):
-            values = [v for v in values if self._valid(v, rest)]
-            if not values:
-                raise UnsupportedFeatureError("enum", pointer=ptr,
-                                              hint="no enum value satisfies the other keywords")
-        unique: list[Any] = []
-        for v in values:
-            if not any(_json_equal(v, u) for u in unique):
-                unique.append(v)
-        return alt(*(self.literal(v, ptr) for v in unique))
-
-    def _valid(self, value: Any, schema: dict) -> bool:
-        from jsonschema import validators
-
-        if self._validator_cls is None:
-            self._validator_cls = validators.validator_for(self.root if isinstance(self.root, dict) else {})
-        return self._validator_cls(schema).is_valid(value) if "$ref" not in schema else \
-            self._validator_cls(self.root).evolve(schema=schema).is_valid(value)
-
     def literal(self, value: Any, ptr: str) -> Expr:
         ws = self.ws
         if isinstance(value, str):
@@ -538,53 +673,13 @@ class _Converter:
         raise SchemaError(f"enum value {value!r} is not JSON", pointer=ptr)
 
 
-def _find_anchor(node: Any, name: str, pointer: str) -> tuple[Any, str] | None:
-    """The subschema declaring ``$anchor`` (or ``$dynamicAnchor``) ``name``, and its pointer."""
-    if isinstance(node, dict):
-        if name in (node.get("$anchor"), node.get("$dynamicAnchor")):
-            return node, pointer
-        children = node.items()
-    elif isinstance(node, list):
-        children = enumerate(node)
-    else:
-        return None
-    for key, child in children:
-        if key in ("enum", "const"):
-            continue  # values, not schemas
-        found = _find_anchor(child, name, _join(pointer, key))
-        if found is not None:
-            return found
-    return None
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values: ``1 == 1.0`` but ``True != 1``, recursively."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
-def _non_negative_int(schema: dict, kw: str, ptr: str, default: int | None) -> int | None:
-    v = schema.get(kw, default)
-    if v is None:
-        return None
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise SchemaError(f"{kw} must be a non-negative integer, not {v!r}", pointer=_join(ptr, kw))
-    return v
-
-
-def _join(ptr: str, *parts: Any) -> str:
-    for p in parts:
-        ptr += "/" + str(p).replace("~", "~0").replace("/", "~1")
-    return ptr
+def _spellings(text: str) -> Expr:
+    """The characters of ``text`` in every JSON spelling (a string literal's content)."""
+    parts: list[Expr] = []
+    for ch in text:
+        spellings = char_encodings(ch)
+        parts.append(Lit(spellings[0]) if len(spellings) == 1 else alt(*(Lit(x) for x in spellings)))
+    return seq(*parts)
 
 
 def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"] = "flexible",
@@ -637,6 +732,8 @@ def keyword_table() -> str:
     for kw in sorted(ASSERTION_KEYWORDS - SUPPORTED_KEYWORDS, key=str.lower):
         status = "refused (`lenient=True` drops it, recorded)" if kw in LENIENT_KEYWORDS else "refused"
         rows.append(f"| `{kw}` | {status} | `UnsupportedFeatureError` naming the keyword and its JSON pointer |")
+    rows.append("| `$schema` | read | a JSON Schema draft (3 to 2020-12) is read as above; any other "
+                "metaschema is refused (its vocabularies are unknown) |")
     rows.append("| annotations, unknown keywords | ignored | `title`, `description`, `default`, `x-…`, "
                 "draft-4 `id`, …: they constrain nothing, as the spec says |")
     formats = ["| format | reading |", "|---|---|"]

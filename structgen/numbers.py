@@ -34,7 +34,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Literal
 
-from .errors import SchemaError, UnsupportedFeatureError
+from .errors import SchemaError, UnsupportedFeatureError, no_value
 from .ir import ByteClass, Expr, Fsm, Lit, Repeat, Seq, alt, seq
 from .json_text import JSON_INTEGER, JSON_NUMBER
 from .regular import intersect
@@ -62,6 +62,16 @@ class Bounds:
     lo_open: bool = False
     hi: Fraction | None = None
     hi_open: bool = False
+
+    def meet(self, other: "Bounds") -> "Bounds":
+        """The intersection of two intervals (the tighter bound on each side)."""
+        lo, lo_open = self.lo, self.lo_open
+        if other.lo is not None and (lo is None or other.lo > lo or (other.lo == lo and other.lo_open)):
+            lo, lo_open = other.lo, other.lo_open
+        hi, hi_open = self.hi, self.hi_open
+        if other.hi is not None and (hi is None or other.hi < hi or (other.hi == hi and other.hi_open)):
+            hi, hi_open = other.hi, other.hi_open
+        return Bounds(lo, lo_open, hi, hi_open)
 
     def is_empty(self) -> bool:
         if self.lo is None or self.hi is None:
@@ -125,22 +135,36 @@ def number_ir(*, integer: bool, minimum: Any = None, maximum: Any = None,
 
 
 def bounded_number_ir(bounds: Bounds, divisor: Fraction | None, *, integer: bool,
-                      forms: Forms = "any", pointer: str = "") -> Expr:
-    """The JSON numbers in ``bounds`` that are multiples of ``divisor`` (when given)."""
+                      forms: Forms = "any", pointer: str = "", exponents: bool = True,
+                      fractional: bool = False) -> Expr:
+    """The JSON numbers in ``bounds`` that are multiples of ``divisor`` (when given).
+
+    ``exponents=False`` leaves out exponent spellings even where no bound applies (a language
+    with values taken out of it, as ``not`` does, cannot keep them exactly: ``1e0`` is ``1``).
+    ``fractional=True``: only numbers that are not integers (``not: {type: integer}``), without
+    exponents.
+    """
     if forms not in ("any", "plain"):
         raise ValueError(f"forms must be 'any' or 'plain', not {forms!r}")
+    if fractional:
+        base = bounded_number_ir(bounds, divisor, integer=False, forms=forms, pointer=pointer, exponents=False)
+        fsm = intersect(base, _FRACTIONAL, what=f"non-integer numbers at {pointer or '/'}")
+        if not fsm.accept:
+            raise no_value(UnsupportedFeatureError("not", pointer=pointer,
+                                                   hint="no number that is not an integer satisfies the bounds"))
+        return fsm
     if integer and divisor is not None and divisor.denominator != 1:
         # an integer x is a multiple of p/q (lowest terms) exactly when p divides x
         divisor = Fraction(divisor.numerator)
     if divisor == 1 and integer:
         divisor = None
-    if bounds == Bounds() and divisor is None and forms == "any":
+    if bounds == Bounds() and divisor is None and forms == "any" and exponents:
         return _INTEGER_ANY if integer else JSON_NUMBER
     if integer:
         bounds = _integer_bounds(bounds)
     if bounds.is_empty():
-        raise UnsupportedFeatureError("minimum", pointer=pointer,
-                                      hint="no number lies within the bounds, so none can be generated")
+        raise no_value(UnsupportedFeatureError("minimum", pointer=pointer,
+                                               hint="no number lies within the bounds, so none can be generated"))
     zero_fraction = integer and forms == "any"
     parts: list[Expr | None] = []
     # non-negative values: magnitudes in [max(lo, 0), hi]
@@ -160,8 +184,8 @@ def bounded_number_ir(bounds: Bounds, divisor: Fraction | None, *, integer: bool
         parts.append(None if neg is None else seq(Lit(b"-"), neg))
     found = [p for p in parts if p is not None]
     if not found:
-        raise UnsupportedFeatureError("multipleOf" if divisor is not None else "minimum", pointer=pointer,
-                                      hint="no number satisfies the bounds and multipleOf together")
+        raise no_value(UnsupportedFeatureError("multipleOf" if divisor is not None else "minimum", pointer=pointer,
+                                               hint="no number satisfies the bounds and multipleOf together"))
     return alt(*found)
 
 
@@ -170,6 +194,11 @@ _INTEGER_ANY = seq(  # a number with a zero fraction, e.g. 1.0 or 1e2 or 1.0E+3
     Repeat(seq(Lit(b"."), Repeat(Lit(b"0"), 1, None)), 0, 1),
     Repeat(seq(ByteClass.of("eE"), Repeat(Lit(b"+"), 0, 1), _D, _DSTAR), 0, 1),
 )
+
+
+#: Number text with a non-zero fraction digit and no exponent: exactly the non-integers so spelt.
+_FRACTIONAL = seq(Repeat(Lit(b"-"), 0, 1), alt(Lit(b"0"), seq(ByteClass.of("1-9"), _DSTAR)), Lit(b"."),
+                  _DSTAR, ByteClass.of("1-9"), _DSTAR)
 
 
 def _integer_bounds(b: Bounds) -> Bounds:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from .errors import CompileError
 from .ir import ByteClass, Expr, Fsm
 
-__all__ = ["to_fsm", "intersect", "matches", "state_count", "length_range",
+__all__ = ["to_fsm", "intersect", "difference", "matches", "state_count", "length_range",
            "DEFAULT_STATE_LIMIT"]
 
 #: Products above this many states raise CompileError instead of exhausting memory.
@@ -64,6 +64,40 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
         trans, accept = _trim(*_product((trans, accept), _dfa(e), limit, what))
         if len(trans) <= MINIMIZE_UP_TO:
             trans, accept = _minimize(trans, accept)
+    return _as_fsm(trans, accept)
+
+
+def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str = "difference") -> Fsm:
+    """The language of strings ``a`` matches and ``b`` does not, as a minimal trimmed DFA.
+
+    >>> from structgen.ir import ByteClass, Lit, Repeat, alt
+    >>> fsm = difference(Repeat(ByteClass.of("a-z"), 1, 3), alt(Lit(b"no"), Lit(b"x")))
+    >>> [matches(fsm, w) for w in (b"no", b"x", b"n", b"nop", b"xy")]
+    [False, False, True, True, True]
+    """
+    (ta, aa), (tb, ab) = _dfa(a), _dfa(b)
+    index = {(0, 0): 0}
+    order = [(0, 0)]
+    trans: list[dict[int, int]] = []
+    i = 0
+    while i < len(order):
+        p, q = order[i]  # q == -1: b can no longer match
+        i += 1
+        row: dict[int, int] = {}
+        for byte, p2 in ta[p].items():
+            key = (p2, tb[q].get(byte, -1) if q >= 0 else -1)
+            t = index.get(key)
+            if t is None:
+                if len(order) >= limit:
+                    raise CompileError(f"{what}: the automaton exceeds {limit} states")
+                t = index[key] = len(order)
+                order.append(key)
+            row[byte] = t
+        trans.append(row)
+    accept = [aa[p] and not (q >= 0 and ab[q]) for p, q in order]
+    trans, accept = _trim(trans, accept)
+    if len(trans) <= MINIMIZE_UP_TO:
+        trans, accept = _minimize(trans, accept)
     return _as_fsm(trans, accept)
 
 

@@ -58,4 +58,6 @@ def generator(smollm2_model):
 
     torch.set_num_threads(2)
     model, tokenizer = smollm2_model
-    return structgen.Generator(model, tokenizer)
+    # The default cost curve, not one measured now: measured on a loaded 2-core CI runner, a
+    # wide pass can look too dear for any draft, and the drafting tests would test nothing.
+    return structgen.Generator(model, tokenizer, pass_costs=structgen.decoding.PassCosts())

@@ -229,51 +229,95 @@ def _resolve(node: Any, root: Any) -> Any:
     return node
 
 
-def schema_order(data: Any, schema: Any, root: Any = None, _depth: int = 0) -> Any:
-    """``data`` with object keys in the order the first-cut grammar expects.
+def _merged_properties(node: Any, root: Any, depth: int = 0) -> dict[str, list[Any]]:
+    """Defined keys in the order structgen merges them (structgen/schema_merge.py): a ``$ref``
+    target's first, then the schema's own ``properties``, then each ``allOf`` branch's; each key
+    with the subschemas that name it."""
+    out: dict[str, list[Any]] = {}
+    if depth > 32 or not isinstance(node, dict):
+        return out
 
-    Defined ``properties`` first, in schema order, then the other keys in their original order;
-    recursively through ``properties``, ``additionalProperties``, ``items`` and local ``$ref``.
-    Under ``anyOf`` the first branch that ``data`` validates against decides (the first object
-    branch when none does). Key order is not a validation concern, so an instance's validity is
+    def add(found: dict[str, list[Any]]) -> None:
+        for k, subs in found.items():
+            out.setdefault(k, []).extend(subs)
+
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        add(_merged_properties(_resolve({"$ref": ref}, root), root, depth + 1))
+    if isinstance(node.get("properties"), dict):
+        add({k: [v] for k, v in node["properties"].items()})
+    for branch in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
+        add(_merged_properties(branch, root, depth + 1))
+    return out
+
+
+def _merged_keyword(node: Any, root: Any, kw: str, depth: int = 0) -> Any:
+    """The first ``kw`` along the same path as :func:`_merged_properties` (``None``: none)."""
+    if depth > 32 or not isinstance(node, dict):
+        return None
+    ref = node.get("$ref")
+    found = (_merged_keyword(_resolve({"$ref": ref}, root), root, kw, depth + 1)
+             if isinstance(ref, str) and ref.startswith("#") else None)
+    if found is None:
+        found = node.get(kw)
+    for branch in node.get("allOf") if isinstance(node.get("allOf"), list) else ():
+        if found is None:
+            found = _merged_keyword(branch, root, kw, depth + 1)
+    return found
+
+
+def schema_order(data: Any, schema: Any, root: Any = None, _depth: int = 0) -> Any:
+    """``data`` with object keys in the order the grammar expects.
+
+    Defined ``properties`` first, in schema order (merged through ``$ref`` and ``allOf`` as
+    structgen merges them: the target's keys, the schema's own, each branch's), then the other
+    keys in their original order; recursively through ``properties``, ``additionalProperties``,
+    ``items`` and local ``$ref``. Under ``anyOf`` and ``oneOf`` the first branch that ``data``
+    validates against decides (the first object branch when none does), its keys after the
+    other keywords'. Key order is not a validation concern, so an instance's validity is
     unchanged.
     """
     root = schema if root is None else root
     if _depth > 64:
         return data
-    node = _resolve(schema, root)
+    pure_ref = isinstance(schema, dict) and not any(k in schema for k in ("properties", "allOf", "anyOf", "oneOf"))
+    node = _resolve(schema, root) if pure_ref else schema
     if not isinstance(node, dict):
         return data
-    if "anyOf" in node and isinstance(node["anyOf"], list) and node["anyOf"]:
-        branches = [_resolve(b, root) for b in node["anyOf"]]
-        chosen = None
-        if root is schema or isinstance(root, dict):
-            for b in branches:
-                try:
-                    if _validator(root).evolve(schema=b).is_valid(data):
-                        chosen = b
-                        break
-                except Exception:
-                    continue
-        if chosen is None:
-            chosen = next((b for b in branches if isinstance(b, dict) and "properties" in b), None)
-        if chosen is not None:
-            merged = {k: v for k, v in node.items() if k != "anyOf"}
-            data = schema_order(data, merged, root, _depth + 1)
-            return schema_order(data, chosen, root, _depth + 1)
+    choices = [k for k in ("anyOf", "oneOf") if isinstance(node.get(k), list) and node[k]]
+    if choices:  # the branch data fits, merged after the other keywords (as structgen merges)
+        chosen_all = []
+        for either in choices:
+            branches = [_resolve(b, root) for b in node[either]]
+            chosen = None
+            if root is schema or isinstance(root, dict):
+                for b in branches:
+                    try:
+                        if _validator(root).evolve(schema=b).is_valid(data):
+                            chosen = b
+                            break
+                    except Exception:
+                        continue
+            if chosen is None:
+                chosen = next((b for b in branches if isinstance(b, dict) and "properties" in b), None)
+            if chosen is not None:
+                chosen_all.append(chosen)
+        rest = {k: v for k, v in node.items() if k not in choices}
+        return schema_order(data, {"allOf": [rest, *chosen_all]}, root, _depth + 1)
     if isinstance(data, dict):
-        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        extra = node.get("additionalProperties", True)
+        props = _merged_properties(node, root)
+        extra = _merged_keyword(node, root, "additionalProperties")
         out: dict[str, Any] = {}
-        for k, sub in props.items():
+        for k, subs in props.items():
             if k in data:
+                sub = subs[0] if len(subs) == 1 else {"allOf": subs}
                 out[k] = schema_order(data[k], sub, root, _depth + 1)
         for k, v in data.items():
             if k not in props:
                 out[k] = schema_order(v, extra, root, _depth + 1) if isinstance(extra, dict) else v
         return out
     if isinstance(data, list):
-        items = node.get("items")
+        items = _merged_keyword(node, root, "items")
         if isinstance(items, dict):
             return [schema_order(v, items, root, _depth + 1) for v in data]
         return data

@@ -114,7 +114,7 @@ def test_compact_allows_no_whitespace():
     ({"type": "object", "properties": {"x": {"type": "number", "multipleOf": 1234567.89}}}, "multipleOf",
      "/properties/x/multipleOf"),
     ({"type": "string", "uniqueItems": True, "not": {}}, "uniqueItems", "/uniqueItems"),
-    ({"allOf": [{"type": "string"}]}, "allOf", "/allOf"),
+    ({"type": "array", "prefixItems": [{}]}, "prefixItems", "/prefixItems"),
     ({"$ref": "http://example.com/s.json"}, "$ref", "/$ref"),
 ])
 def test_unsupported_keywords_name_keyword_and_pointer(schema, keyword, pointer):
@@ -192,8 +192,8 @@ def test_lenient_records_what_it_drops():
         ("multipleOf", "/properties/n/multipleOf"), ("uniqueItems", "/properties/tags/uniqueItems")]
     assert structgen.compile_json_schema(schema, BYTES, lenient=True, whitespace="compact").relaxed
     assert structgen.compile_json_schema({"type": "integer"}, BYTES, lenient=True).relaxed == ()
-    with pytest.raises(UnsupportedFeatureError):  # never relaxed: allOf is not in the list
-        structgen.compile_json_schema({"allOf": [{}]}, BYTES, lenient=True)
+    with pytest.raises(UnsupportedFeatureError):  # never relaxed: $ref is not in the list
+        structgen.compile_json_schema({"$ref": "http://example.com/s.json"}, BYTES, lenient=True)
 
 
 def test_enum_objects_match_in_any_key_order_when_walking():
@@ -249,3 +249,300 @@ def test_a_length_too_large_beside_a_format_is_refused_or_relaxed():
     assert [r.keyword for r in compiled.relaxed] == ["maxLength"]
     # lengths a format implies anyway cost nothing and are kept
     assert structgen.compile_json_schema({"type": "string", "format": "date", "maxLength": 64}, BYTES).relaxed == ()
+
+
+# ---------------------------------------------------------------- combinators (schema_merge)
+
+_BASE = {"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}}}
+_NODE = {"$defs": {"node": {"type": "object", "properties": {
+    "v": {"type": "integer"},
+    "kids": {"type": "array", "items": {"$ref": "#/$defs/node", "required": ["v"]}}}}},
+    "$ref": "#/$defs/node"}
+_TAGGED = {"type": "object", "oneOf": [
+    {"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"]},
+    {"properties": {"kind": {"enum": ["b", "c"]}, "y": {"type": "string"}}, "required": ["kind", "y"]}]}
+
+
+@pytest.mark.parametrize("schema,text,ok", [
+    # allOf: types intersected (integer ∩ number = integer)
+    ({"allOf": [{"type": ["string", "integer"]}, {"type": "number"}]}, "3", True),
+    ({"allOf": [{"type": ["string", "integer"]}, {"type": "number"}]}, "3.5", False),
+    ({"allOf": [{"type": ["string", "integer"]}, {"type": "number"}]}, '"a"', False),
+    # properties per key, required united; keys of a merged object in any order when walking
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]}]}, '{"a": 1, "b": "x"}', True),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]}]}, '{"b": "x", "a": 1}', True),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]}]}, '{"a": 1}', False),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]}]}, '{"a": "1", "b": "x"}', False),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"a": {"minimum": 0}}}]}, '{"a": -1}', False),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"a": {"minimum": 0}}}]}, '{"a": 0}', True),
+    # a branch's additionalProperties governs the keys *that branch* does not list
+    ({"allOf": [{"properties": {"a": {}}, "additionalProperties": False}, {"properties": {"b": {}}}]}, '{"a": 1}', True),
+    ({"allOf": [{"properties": {"a": {}}, "additionalProperties": False}, {"properties": {"b": {}}}]}, '{"b": 1}', False),
+    ({"allOf": [{"properties": {"a": {}}, "additionalProperties": False}, {"properties": {"b": {}}}]}, '{"c": 1}', False),
+    ({"allOf": [{"properties": {"a": {}}}], "additionalProperties": {"type": "boolean"}}, '{"a": true}', True),
+    ({"allOf": [{"properties": {"a": {}}}], "additionalProperties": {"type": "boolean"}}, '{"a": 1}', False),
+    # numbers: tightest bounds, multipleOf as the least common multiple
+    ({"allOf": [{"minimum": 2}, {"maximum": 5, "exclusiveMinimum": 2}]}, "2", False),
+    ({"allOf": [{"minimum": 2}, {"maximum": 5, "exclusiveMinimum": 2}]}, "2.5", True),
+    ({"allOf": [{"minimum": 2}, {"maximum": 5, "exclusiveMinimum": 2}]}, "5.1", False),
+    ({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}, "24", True),
+    ({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}, "18", False),
+    ({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}, "8", False),
+    ({"allOf": [{"multipleOf": 0.5}, {"multipleOf": 0.75}]}, "1.5", True),
+    ({"allOf": [{"multipleOf": 0.5}, {"multipleOf": 0.75}]}, "0.75", False),
+    # strings: tightest lengths, every pattern kept
+    ({"allOf": [{"type": "string", "minLength": 2}, {"maxLength": 3}]}, '"abcd"', False),
+    ({"allOf": [{"type": "string", "minLength": 2}, {"maxLength": 3}]}, '"abc"', True),
+    ({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, '"ab"', True),
+    ({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, '"a"', False),
+    ({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, '"b"', False),
+    ({"type": "string", "allOf": [{"format": "date"}, {"pattern": "-02-"}]}, '"2024-02-29"', True),
+    ({"type": "string", "allOf": [{"format": "date"}, {"pattern": "-02-"}]}, '"2024-03-01"', False),
+    # enum/const: the values valid under every branch
+    ({"allOf": [{"enum": ["a", "b", 1]}, {"type": "string"}]}, '"a"', True),
+    ({"allOf": [{"enum": ["a", "b", 1]}, {"type": "string"}]}, "1", False),
+    ({"allOf": [{"enum": [1, 2, 3]}, {"enum": [2, 3, 4]}]}, "2", True),
+    ({"allOf": [{"enum": [1, 2, 3]}, {"enum": [2, 3, 4]}]}, "4", False),
+    # items merged
+    ({"allOf": [{"items": {"type": "integer"}}, {"items": {"minimum": 0}}]}, "[1, 2]", True),
+    ({"allOf": [{"items": {"type": "integer"}}, {"items": {"minimum": 0}}]}, "[-1]", False),
+    ({"allOf": [{"items": {"type": "integer"}}, {"items": {"minimum": 0}}]}, "[0.5]", False),
+    # $ref among allOf branches, and keywords beside $ref (2019-09+: one more assertion)
+    (dict(_BASE, allOf=[{"$ref": "#/$defs/base"}, {"properties": {"n": {"type": "string"}}, "required": ["n"]}]),
+     '{"id": 1, "n": "x"}', True),
+    (dict(_BASE, allOf=[{"$ref": "#/$defs/base"}, {"properties": {"n": {"type": "string"}}, "required": ["n"]}]),
+     '{"n": "x"}', False),
+    (dict(_BASE, **{"$ref": "#/$defs/base", "properties": {"n": {"type": "string"}}}), '{"n": "x", "id": 2}', True),
+    (dict(_BASE, **{"$ref": "#/$defs/base", "properties": {"n": {"type": "string"}}}), '{"id": 2, "n": 3}', False),
+    ({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "maxLength": 2}, '"ab"', True),
+    ({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "maxLength": 2}, '"abc"', False),
+    ({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "maxLength": 2}, "1", False),
+    (_NODE, '{"kids": [{"v": 1, "kids": [{"v": 2}]}]}', True),                  # recursion beside a $ref
+    (_NODE, '{"kids": [{"v": 1, "kids": [{"kids": []}]}]}', False),
+    # anyOf beside other keywords: distributed into each branch; branches matching nothing dropped
+    ({"type": "string", "anyOf": [{"maxLength": 2}, {"minLength": 4}]}, '"ab"', True),
+    ({"type": "string", "anyOf": [{"maxLength": 2}, {"minLength": 4}]}, '"abc"', False),
+    ({"type": "string", "anyOf": [{"maxLength": 2}, {"minLength": 4}]}, '"abcd"', True),
+    ({"type": "string", "anyOf": [{"maxLength": 2}, {"minLength": 4}]}, "1", False),
+    ({"type": "integer", "anyOf": [{"type": "string"}, {"minimum": 3}]}, "3", True),
+    ({"type": "integer", "anyOf": [{"type": "string"}, {"minimum": 3}]}, "2", False),
+    ({"anyOf": [False, {"type": "null"}]}, "null", True),
+    ({"type": "object", "anyOf": [{"required": ["k"]}, {"required": ["j"]}]}, '{"j": 1}', True),
+    ({"type": "object", "anyOf": [{"required": ["k"]}, {"required": ["j"]}]}, "{}", False),
+    # oneOf with provably disjoint branches is anyOf
+    ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, '"a"', True),
+    ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "null", False),
+    ({"oneOf": [{"type": "number", "maximum": 0}, {"type": "number", "exclusiveMinimum": 0}]}, "0", True),
+    ({"oneOf": [{"type": "number", "maximum": 0}, {"type": "number", "exclusiveMinimum": 0}]}, "0.5", True),
+    ({"type": "string", "oneOf": [{"enum": ["a", "b"]}, {"const": "c"}]}, '"c"', True),
+    ({"type": "string", "oneOf": [{"enum": ["a", "b"]}, {"const": "c"}]}, '"d"', False),
+    ({"oneOf": [True, False]}, '{"x": [1]}', True),
+    (_TAGGED, '{"kind": "a", "x": 1}', True),                                 # a discriminator
+    (_TAGGED, '{"kind": "c", "y": "s"}', True),
+    (_TAGGED, '{"kind": "a", "y": "s"}', False),
+    (_TAGGED, '{"kind": "d", "y": "s"}', False),
+    # not
+    ({"not": {"type": "integer"}}, '"x"', True),
+    ({"not": {"type": "integer"}}, "1", False),
+    ({"not": {"type": "integer"}}, "1.0", False),                            # 1.0 is an integer
+    ({"not": {"type": "integer"}}, "1.5", True),
+    ({"not": {"type": "integer"}}, "null", True),
+    ({"not": {"type": ["integer", "boolean"]}}, "true", False),
+    ({"type": "string", "not": {"enum": ["a", "b"]}}, '"a"', False),
+    ({"type": "string", "not": {"enum": ["a", "b"]}}, '"\\u0061"', False),     # in every spelling
+    ({"type": "string", "not": {"enum": ["a", "b"]}}, '"ab"', True),
+    ({"type": "string", "not": {"enum": ["a", "b"]}}, '""', True),
+    ({"type": "string", "maxLength": 1, "not": {"const": ""}}, '""', False),
+    ({"type": "string", "pattern": "^[a-z]+$", "not": {"const": "no"}}, '"no"', False),
+    ({"type": "string", "pattern": "^[a-z]+$", "not": {"const": "no"}}, '"nope"', True),
+    ({"type": "integer", "not": {"const": 1}}, "1", False),
+    ({"type": "integer", "not": {"const": 1}}, "1.0", False),
+    ({"type": "integer", "not": {"const": 1}}, "10", True),
+    ({"type": "number", "minimum": 0, "not": {"enum": [0, 2.5]}}, "0.0", False),
+    ({"type": "number", "minimum": 0, "not": {"enum": [0, 2.5]}}, "2.50", False),
+    ({"type": "number", "minimum": 0, "not": {"enum": [0, 2.5]}}, "2.55", True),
+    ({"type": "boolean", "not": {"const": True}}, "false", True),
+    ({"type": "boolean", "not": {"const": True}}, "true", False),
+    ({"not": {"const": None}}, "null", False),
+    ({"not": {"const": None}}, "0", True),
+    ({"not": {"not": {"type": "string"}}}, '"a"', True),                     # double negation
+    ({"not": {"not": {"type": "string"}}}, "1", False),
+    ({"not": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "null", False),   # De Morgan
+    ({"not": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "[]", True),
+    ({"not": False}, "[1]", True),
+    ({"properties": {"foo": {"not": {}}}}, '{"foo": 1}', False),              # a forbidden key
+    ({"properties": {"foo": {"not": {}}}}, '{"bar": 1}', True),
+    ({"properties": {"foo": False}, "additionalProperties": True}, '{"foo": 1}', False),
+    # false items, required keys outside properties
+    ({"items": False}, "[]", True),
+    ({"items": False}, "[1]", False),
+    ({"required": ["a"]}, '{"a": [1]}', True),
+    ({"required": ["a"]}, '{"b": 1}', False),
+    ({"required": ["a"]}, '"not an object"', True),
+    ({"required": ["a"], "additionalProperties": {"type": "integer"}}, '{"a": "x"}', False),
+    ({"properties": {"p": {}}, "required": ["b", "a"]}, '{"a": 1, "x": 0, "p": 2, "b": 3}', True),  # any order
+    ({"properties": {"p": {}}, "required": ["b", "a"]}, '{"a": 1, "p": 2}', False),
+])
+def test_combinators(schema, text, ok):
+    assert accepts(schema, text) is ok
+
+
+@pytest.mark.parametrize("schema,keyword,pointer", [
+    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", "/oneOf"),
+    ({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, "oneOf", "/oneOf"),
+    ({"not": {"type": "object", "properties": {"a": {}}}}, "not", "/not"),
+    ({"not": {}}, "not", "/not"),
+    ({"not": True}, "not", "/not"),
+    ({"type": "object", "not": {"const": {"a": 1}}}, "not", "/not/const"),
+    ({"allOf": [{"items": [{}]}]}, "items", "/allOf/0/items"),
+    ({"allOf": [{"uniqueItems": True}]}, "uniqueItems", "/allOf/0/uniqueItems"),
+    ({"allOf": [{"anyOf": [{"type": t} for t in ("string", "null", "boolean", "array")]}] * 4}, "allOf", "/allOf"),
+    ({"anyOf": [False, False]}, "false", "/anyOf/0"),
+    ({"allOf": [True, False]}, "false", "/allOf/1"),
+    ({"$schema": "http://example.com/my-metaschema", "type": "string"}, "$schema", "/$schema"),
+    # drafts 3 to 7 ignore keywords beside $ref: refused rather than read either way
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
+      "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 2}}}, "$ref", "/properties/a/$ref"),
+])
+def test_combinator_refusals_name_keyword_and_pointer(schema, keyword, pointer):
+    with pytest.raises(UnsupportedFeatureError) as info:
+        structgen.compile_json_schema(schema, BYTES)
+    assert (info.value.keyword, info.value.pointer) == (keyword, pointer)
+
+
+def test_unsatisfiable_allof_names_both_pointers():
+    with pytest.raises(SchemaError) as info:
+        structgen.compile_json_schema({"allOf": [{"type": "string"}, {"type": "integer"}]}, BYTES)
+    assert not isinstance(info.value, UnsupportedFeatureError)
+    assert "/allOf/0/type" in str(info.value) and "/allOf/1/type" in str(info.value)
+    with pytest.raises(SchemaError, match="/not/type"):
+        structgen.compile_json_schema({"type": "string", "not": {"type": "string"}}, BYTES)
+
+
+def test_reference_cycle_without_a_property_is_left_recursion():
+    schema = {"$defs": {"a": {"type": "object", "allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}
+    with pytest.raises(structgen.CompileError, match="left recursion"):
+        structgen.compile_json_schema(schema, BYTES)
+
+
+def test_draft7_allof_and_annotations_beside_ref_still_compile():
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
+              "properties": {"a": {"$ref": "#/definitions/s", "description": "a string"},
+                             "b": {"allOf": [{"$ref": "#/definitions/s"}, {"maxLength": 1}]}}}
+    assert accepts(schema, '{"a": "xyz", "b": "x"}') and not accepts(schema, '{"b": "xy"}')
+
+
+def test_known_drafts_are_accepted_as_schema_dialects():
+    for uri in ("http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema",
+                "http://json-schema.org/draft-04/schema", "https://json-schema.org/draft/2019-09/schema#"):
+        assert accepts({"$schema": uri, "type": "null"}, "null")
+
+
+def test_lenient_reads_oneof_as_anyof_and_drops_inexact_not():
+    schema = {"properties": {"n": {"oneOf": [{"type": "integer"}, {"minimum": 2}]},
+                             "s": {"type": "string", "not": {"pattern": "x"}}}}
+    compiled = structgen.compile_json_schema(schema, BYTES, lenient=True)
+    assert [(r.keyword, r.pointer) for r in compiled.relaxed] == [
+        ("oneOf", "/properties/n/oneOf"), ("not", "/properties/s/not")]
+    m = compiled.matcher()
+    assert all(m.advance(b) for b in b'{"n": 3, "s": "x"}') and m.can_end()
+    with pytest.raises(UnsupportedFeatureError):  # allOf is exact or refused, never relaxed
+        structgen.compile_json_schema({"allOf": [{"items": [{}]}]}, BYTES, lenient=True)
+
+
+def test_strict_closes_a_merged_object_to_its_merged_keys():
+    schema = {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {"type": "string"}}}]}
+
+    def ok(text, **kw):
+        m = structgen.compile_json_schema(schema, BYTES, strict=True, **kw).matcher()
+        return all(m.advance(b) for b in text.encode()) and m.can_end()
+
+    assert ok('{"a": 1, "b": "x"}') and ok('{"b": "x"}') and not ok('{"a": 1, "c": 2}')
+    # generation (canonical) keeps one key order: the merge order
+    assert ok('{"a":1,"b":"x"}', canonical=True) and not ok('{"b":"x","a":1}', canonical=True)
+
+
+def test_merged_alternatives_leave_no_dangling_rules():
+    # e has no value; the branch requiring it is dropped, the items that would hold it leave only
+    # [], and no half-built rule for e stays behind
+    schema = {"$defs": {"e": {"type": "string", "minLength": 3, "maxLength": 1}},
+              "anyOf": [{"type": "object", "properties": {"k": {"$ref": "#/$defs/e"}}, "required": ["k"]},
+                        {"type": "array", "items": {"$ref": "#/$defs/e"}}]}
+    assert accepts(schema, "[]") and not accepts(schema, '["ab"]') and not accepts(schema, '{"k": "ab"}')
+    g = structgen.json_schema.schema_to_grammar(schema)
+    assert not [name for name, _ in g.rules if name.startswith("s_defs_e")]
+
+
+_POOL = [None, True, False, 0, 1, 2, 3, 6, -1, 1.5, 2.5, "", "a", "ab", "abc", "b", [], [1], ["a"],
+         [1, "a"], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"a": None}, {"c": 1}]
+
+
+def _random_schema(rng, depth=0):
+    """A small schema of combinators over leaf keywords (the differential test below)."""
+    def leaf():
+        return rng.choice([
+            lambda: {"type": rng.choice(["null", "boolean", "integer", "number", "string", "array", "object"])},
+            lambda: {"type": rng.sample(["null", "boolean", "integer", "number", "string"], 2)},
+            lambda: {"minimum": rng.choice([0, 1, 1.5])},
+            lambda: {"exclusiveMaximum": rng.choice([1, 3, 2.5])},
+            lambda: {"multipleOf": rng.choice([2, 3, 0.5])},
+            lambda: {"enum": rng.sample(_POOL, 3)},
+            lambda: {"const": rng.choice(_POOL)},
+            lambda: {"minLength": rng.choice([1, 2])},
+            lambda: {"maxLength": rng.choice([0, 1, 2])},
+            lambda: {"pattern": rng.choice(["^a", "b", "^[ab]+$"])},
+            lambda: {"properties": {k: _random_schema(rng, depth + 1) for k in rng.sample("ab", rng.randint(1, 2))},
+                     **({"required": rng.sample("abc", rng.randint(1, 2))} if rng.random() < .5 else {})},
+            lambda: {"additionalProperties": rng.choice([False, {"type": "integer"}])},
+            lambda: {"required": rng.sample("abc", 1)},
+            lambda: {"items": _random_schema(rng, depth + 1)},
+            lambda: rng.choice([True, False]),
+            lambda: {"not": rng.choice([{"type": rng.choice(["integer", "string", "null", "number"])},
+                                        {"enum": rng.sample([1, 2.5, "a", "", True, None], 2)}, {}, False])},
+        ])()
+
+    if depth >= 2 or rng.random() < 0.45:
+        schema = leaf()
+    else:
+        schema = {rng.choice(["allOf", "anyOf", "oneOf"]): [_random_schema(rng, depth + 1)
+                                                           for _ in range(rng.randint(1, 3))]}
+    if isinstance(schema, dict) and depth < 2 and rng.random() < 0.35:
+        extra = leaf()
+        if isinstance(extra, dict):
+            for k, v in extra.items():
+                schema.setdefault(k, v)
+    return schema
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_combinators_agree_with_jsonschema(seed):
+    # Exact or refused: on random combinations, a compiled grammar accepts some key order of every
+    # instance python-jsonschema finds valid, and no order of one it finds invalid.
+    import itertools
+    import random
+
+    from jsonschema import Draft202012Validator
+
+    rng = random.Random(seed)
+    compiled = 0
+    for _ in range(25):
+        schema = _random_schema(rng)
+        try:
+            c = structgen.compile_json_schema(schema, BYTES)
+        except structgen.StructgenError:
+            continue
+        compiled += 1
+        validator = Draft202012Validator(schema)
+        for value in _POOL:
+            orders = ([dict(p) for p in itertools.permutations(value.items())]
+                      if isinstance(value, dict) and len(value) > 1 else [value])
+            got = False
+            for v in orders:
+                m = c.matcher()
+                got = got or (all(m.advance(b) for b in json.dumps(v).encode()) and m.can_end())
+            assert got is validator.is_valid(value), (schema, value)
+    assert compiled >= 10

@@ -1,0 +1,790 @@
+"""Combinators brought down to plain schemas: ``allOf``, keywords beside ``$ref`` or ``anyOf``,
+``oneOf`` and ``not``, each either exact or refused.
+
+A schema object is the conjunction of its keywords: ``$ref`` and ``allOf`` add conjuncts (the
+2019-09+ reading of ``$ref``: one more assertion; a document declaring drafts 3 to 7, which
+ignore keywords beside ``$ref``, has them refused), ``anyOf`` adds a disjunction, ``not`` a
+negation. :meth:`Merger.alternatives` brings a conjunction of subschemas into disjunctive
+normal form: a list of :class:`Merged` schemas, each one conjunction of plain keywords merged
+exactly into one schema (their union is the conjunction):
+
+- ``type``: the intersection of the type sets (``integer`` ∩ ``number`` is ``integer``);
+- ``properties``: per key, the conjunction of every conjunct's constraint on that key: its
+  ``properties`` entry, else its ``additionalProperties`` (which governs the keys *that*
+  conjunct does not list); ``required``: the union; ``additionalProperties``: the conjunction
+  of those given; ``items``: the conjunction;
+- numeric bounds: the tightest; ``multipleOf``: the least common multiple (exact for the
+  decimals a schema writes); ``minLength``/``maxLength``: the tightest; every ``pattern`` and
+  ``format`` is kept (the frontend intersects their automata);
+- ``enum``/``const``: the values valid under every conjunct (python-jsonschema checks them).
+
+Subschemas under a key or in ``items`` stay unmerged (:class:`Conj`) until that place is
+compiled, so recursion through ``properties`` and ``items`` needs no depth limit; a reference
+cycle that never enters one (``{"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}}``) is left
+recursion, a :class:`~structgen.errors.CompileError`.
+
+``anyOf`` beside other keywords is distributed over its branches. ``oneOf`` is an ``anyOf``
+when its branches, siblings merged in, are provably pairwise disjoint: by type, by ``enum``
+values, by numeric or length ranges, or by a property required in both whose values are
+disjoint (a discriminator); otherwise it is refused (``lenient``: read as ``anyOf``, recorded).
+``not`` of ``type``/``enum``/``const`` (and of ``not``, ``anyOf``, ``allOf``, ``$ref`` over
+those, by De Morgan) becomes a smaller type set or excluded values; ``not`` of anything else is
+refused.
+
+A conjunction no value satisfies (``false``, ``string`` ∩ ``integer``, ``not: {}``) raises an
+error marked by :func:`~structgen.errors.no_value`: an ``anyOf`` branch or an alternative that
+is empty is dropped, an optional property that can have no value is a forbidden key.
+
+Example
+-------
+>>> [m.schema() for m in merge([{"type": ["string", "integer"], "minLength": 2},
+...                             {"type": "string", "maxLength": 5, "not": {"const": "no"}}])]
+[{'type': 'string', 'minLength': 2, 'maxLength': 5, 'not': {'enum': ['no']}}]
+>>> [m.schema() for m in merge([{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+...                             {"properties": {"a": {"minimum": 0}}, "additionalProperties": False}])]
+[{'properties': {'a': {'allOf': [{'type': 'integer'}, {'minimum': 0}]}}, 'required': ['a'], 'additionalProperties': False}]
+"""
+
+from __future__ import annotations
+
+import math
+import urllib.parse
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable
+
+from .errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
+from .numbers import Bounds, read_bounds
+
+__all__ = ["Part", "Conj", "Merged", "Merger", "merge", "LOCAL_KEYWORDS", "COMBINATOR_KEYWORDS",
+           "MAX_ALTERNATIVES", "resolve_ref", "json_equal", "join_pointer"]
+
+#: Keywords merged by :class:`Merger` (each constrains one kind of value).
+LOCAL_KEYWORDS = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties", "items",
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+})
+#: Keywords that combine subschemas.
+COMBINATOR_KEYWORDS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not"})
+
+#: A conjunction distributes over at most this many alternatives (anyOf/oneOf beside other
+#: keywords multiply out); beyond, the combinator is refused.
+MAX_ALTERNATIVES = 64
+#: How deep :meth:`Merger.disjoint` looks into required properties for a discriminator.
+MAX_DISJOINT_DEPTH = 3
+
+#: Value kinds: the JSON types, with numbers split into integers and non-integers.
+KINDS = frozenset({"null", "boolean", "object", "array", "integer", "fraction", "string"})
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+_TYPE_KINDS = {"null": {"null"}, "boolean": {"boolean"}, "object": {"object"}, "array": {"array"},
+               "number": {"integer", "fraction"}, "integer": {"integer"}, "string": {"string"}}
+
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Part:
+    """A subschema of the document and its JSON pointer."""
+
+    schema: Any
+    pointer: str
+
+
+@dataclass(frozen=True)
+class Conj:
+    """Subschemas that all apply at one place (no parts: any value)."""
+
+    parts: tuple[Part, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p.pointer for p in self.parts))
+
+    def schema(self) -> Any:
+        """As one JSON schema (for reading): the subschema, or an ``allOf`` of them."""
+        schemas = [p.schema for p in self.parts]
+        return True if not schemas else schemas[0] if len(schemas) == 1 else {"allOf": schemas}
+
+
+@dataclass(frozen=True)
+class _NotType:
+    kinds: frozenset[str]
+    pointer: str  # of the type keyword inside not
+
+
+@dataclass(frozen=True)
+class _NotValues:
+    values: tuple[Any, ...]
+    pointer: str  # of the enum/const keyword inside not
+
+
+@dataclass(frozen=True)
+class _OneOf:
+    part: Part  # the schema holding oneOf
+    stack: tuple[str, ...]
+
+
+_Atom = Any  # Part | _NotType | _NotValues | _OneOf
+_Term = tuple  # tuple[_Atom, ...]: a conjunction
+
+
+@dataclass
+class Merged:
+    """One conjunction of plain keywords, merged. Pointers name where each keyword came from."""
+
+    parts: tuple[Part, ...]
+    kinds: frozenset[str] = KINDS
+    type_order: tuple[str, ...] = TYPES
+    enum: list[Any] | None = None
+    properties: dict[str, Conj] = field(default_factory=dict)
+    required: list[str] = field(default_factory=list)
+    additional: Conj | None = None  # None: no conjunct mentions additionalProperties
+    items: Conj | None = None  # None: no conjunct mentions items
+    min_length: int = 0
+    max_length: int | None = None
+    min_length_pointer: str = ""
+    max_length_pointer: str = ""
+    patterns: list[tuple[str, str]] = field(default_factory=list)  # (pattern, pointer of the keyword)
+    formats: list[tuple[Any, str]] = field(default_factory=list)
+    bounds: Bounds = Bounds()
+    divisor: Fraction | None = None
+    number_pointer: str = ""  # of the schema holding the (first) numeric keyword
+    excluded: list[tuple[Any, str]] = field(default_factory=list)  # (value, pointer) from not
+    #: False when ``properties`` come from several conjuncts, or ``required`` names keys they do
+    #: not list: then the schema gives its keys no one order
+    one_order: bool = True
+
+    @property
+    def pointer(self) -> str:
+        return self.parts[0].pointer if self.parts else ""
+
+    def types(self) -> list[str]:
+        """Type names to compile, in schema order; ``fraction`` is a number that is no integer."""
+        numeric = ("number" if {"integer", "fraction"} <= self.kinds else "integer" if "integer" in self.kinds
+                   else "fraction" if "fraction" in self.kinds else None)
+        slots = [t for t in self.type_order if t in ("number", "integer")]
+        at = "number" if numeric == "number" and "number" in slots else slots[0]
+        out = [numeric if t == at else t for t in self.type_order
+               if t == at or (t in self.kinds and t not in ("number", "integer"))]
+        return [t for t in dict.fromkeys(out) if t is not None]
+
+    def value_kinds(self) -> frozenset[str]:
+        """The kinds a value may have (for ``enum``: those of its values)."""
+        if self.enum is not None:
+            return frozenset(_kind(v) for v in self.enum)
+        return self.kinds
+
+    def value_at(self, key: str) -> Conj:
+        """What constrains the value of ``key`` in an object."""
+        if key in self.properties:
+            return self.properties[key]
+        return self.additional if self.additional is not None else Conj()
+
+    def schema(self) -> dict[str, Any]:
+        """As one JSON schema, for reading (subschemas under keys as :meth:`Conj.schema`)."""
+        out: dict[str, Any] = {}
+        if self.kinds != KINDS:
+            names = [t if t != "fraction" else "number" for t in self.types()]
+            out["type"] = names[0] if len(names) == 1 else names
+            if "fraction" in self.types():
+                out.setdefault("not", {})["type"] = "integer"
+        if self.enum is not None:
+            out["enum"] = self.enum
+        if self.properties:
+            out["properties"] = {k: c.schema() for k, c in self.properties.items()}
+        if self.required:
+            out["required"] = self.required
+        if self.additional is not None:
+            out["additionalProperties"] = self.additional.schema()
+        if self.items is not None:
+            out["items"] = self.items.schema()
+        if self.min_length:
+            out["minLength"] = self.min_length
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
+        if self.patterns:
+            out["pattern"] = self.patterns[0][0] if len(self.patterns) == 1 else [p for p, _ in self.patterns]
+        if self.formats:
+            out["format"] = self.formats[0][0] if len(self.formats) == 1 else [f for f, _ in self.formats]
+        b = self.bounds
+        for value, open_, plain, strict in ((b.lo, b.lo_open, "minimum", "exclusiveMinimum"),
+                                            (b.hi, b.hi_open, "maximum", "exclusiveMaximum")):
+            if value is not None:
+                out[strict if open_ else plain] = int(value) if value.denominator == 1 else float(value)
+        if self.divisor is not None:
+            d = self.divisor
+            out["multipleOf"] = int(d) if d.denominator == 1 else float(d)
+        if self.excluded:
+            out.setdefault("not", {})["enum"] = [v for v, _ in self.excluded]
+        return out
+
+
+# ---------------------------------------------------------------- the merger
+
+
+class Merger:
+    """Disjunctive normal forms of conjunctions of subschemas of one document (memoized).
+
+    ``check(schema, pointer)`` vets each subschema reached (the frontend refuses keywords it
+    does not support there); ``refuse(keyword, pointer, hint)`` raises, or under ``lenient``
+    records and returns (then ``oneOf`` reads as ``anyOf``, an inexact ``not`` is dropped).
+    ``enum`` values are checked against each subschema with python-jsonschema.
+    """
+
+    def __init__(self, root: Any, *, check: Callable[[dict, str], None] | None = None,
+                 refuse: Callable[[str, str, str], None] | None = None) -> None:
+        self.root = root
+        # drafts 3 to 7 ignore keywords beside $ref; later drafts apply them
+        dialect = root.get("$schema") if isinstance(root, dict) else None
+        self.old_ref = isinstance(dialect, str) and any(f"/draft-0{d}/" in dialect for d in "34567")
+        self.check = check or (lambda schema, pointer: None)
+        self.refuse = refuse or _raise_refusal
+        self._memo: dict[tuple[str, ...], list[Merged]] = {}
+        self._checkers: dict[tuple[str, str | None], Any] = {}
+
+    # -- entry points
+
+    def alternatives(self, conj: Conj) -> list[Merged]:
+        """The merged alternatives whose union is the conjunction of ``conj``'s parts.
+
+        Raises an error marked :func:`~structgen.errors.no_value` when no value satisfies it.
+        """
+        key = conj.key
+        if key not in self._memo:
+            terms: list[_Term] = [()]
+            for part in conj.parts:
+                terms = self._product(terms, self._dnf(part, ()), "allOf", part.pointer)
+            out: list[Merged] = []
+            errors: list[SchemaError] = []
+            for term in terms:
+                try:
+                    out += self._resolve(term)
+                except SchemaError as err:
+                    if not is_no_value(err):
+                        raise
+                    errors.append(err)
+            if not out:
+                raise errors[0]
+            self._memo[key] = out
+        return self._memo[key]
+
+    def is_empty(self, conj: Conj) -> bool:
+        """Whether no value satisfies ``conj`` (as far as merging can tell)."""
+        try:
+            self.alternatives(conj)
+        except SchemaError as err:
+            if not is_no_value(err):
+                raise
+            return True
+        return False
+
+    # -- disjunctive normal form
+
+    def _dnf(self, part: Part, stack: tuple[str, ...]) -> list[_Term]:
+        schema, ptr = part.schema, part.pointer
+        if schema is True:
+            return [()]
+        if schema is False:
+            raise no_value(UnsupportedFeatureError("false", pointer=ptr,
+                                                   hint="a false schema matches nothing, so no value can be generated"))
+        if not isinstance(schema, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer=ptr)
+        stack = _enter(stack, ptr)
+        self.check(schema, ptr)
+        terms: list[_Term] = [()]
+        if "$ref" in schema:  # the target first: its keys come before those added beside it
+            self._check_ref_siblings(schema, ptr)
+            terms = self._dnf(resolve_ref(self.root, schema["$ref"], ptr), stack)
+        terms = [t + (part,) for t in terms]
+        for i, sub in enumerate(_schema_list(schema, "allOf", ptr) if "allOf" in schema else ()):
+            terms = self._product(terms, self._dnf(Part(sub, join_pointer(ptr, "allOf", i)), stack),
+                                  "allOf", join_pointer(ptr, "allOf"))
+        if "anyOf" in schema:
+            branches: list[_Term] = []
+            errors: list[SchemaError] = []
+            for i, sub in enumerate(_schema_list(schema, "anyOf", ptr)):
+                try:
+                    branches += self._dnf(Part(sub, join_pointer(ptr, "anyOf", i)), stack)
+                except SchemaError as err:
+                    if not is_no_value(err):
+                        raise
+                    errors.append(err)
+            if not branches:
+                raise errors[0]
+            terms = self._product(terms, branches, "anyOf", join_pointer(ptr, "anyOf"))
+        if "oneOf" in schema:
+            _schema_list(schema, "oneOf", ptr)
+            terms = [t + (_OneOf(part, stack),) for t in terms]
+        if "not" in schema:
+            terms = self._product(terms, self._negate(Part(schema["not"], join_pointer(ptr, "not")), stack),
+                                  "not", join_pointer(ptr, "not"))
+        return terms
+
+    def _negate(self, part: Part, stack: tuple[str, ...]) -> list[_Term]:
+        """The disjunctive normal form of ``not`` ``part`` (De Morgan down to type and values)."""
+        schema, ptr = part.schema, part.pointer
+        everything = no_value(UnsupportedFeatureError(
+            "not", pointer=ptr, hint="`not` of a schema that every value satisfies matches nothing"))
+        if schema is False:
+            return [()]
+        if schema is True:
+            raise everything
+        if not isinstance(schema, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer=ptr)
+        stack = _enter(stack, ptr)
+        self.check(schema, ptr)
+        keys = [k for k in schema if k in LOCAL_KEYWORDS | COMBINATOR_KEYWORDS]
+        inexact = [k for k in keys if k not in ("type", "enum", "const", "not", "anyOf", "allOf", "$ref")]
+        if inexact:
+            self.refuse("not", ptr, f"`not` is exact over type, enum, const (and not, anyOf, allOf, $ref of "
+                                    f"those); not over {', '.join(inexact)}")
+            return [()]  # lenient: the negation is dropped
+        if not keys:
+            raise everything
+        # not (A and B and ...) = (not A) or (not B) or ...: each keyword gives alternatives
+        pieces: list[Callable[[], list[_Term]]] = []
+        if "type" in schema:
+            kinds = _kinds_of(schema["type"], join_pointer(ptr, "type"))
+            pieces.append(lambda: [(_NotType(kinds, join_pointer(ptr, "type")),)])
+        for kw in ("enum", "const"):
+            if kw in schema:
+                values = tuple(_enum_values(schema, kw, ptr))
+                pieces.append(lambda values=values, kw=kw: [(_NotValues(values, join_pointer(ptr, kw)),)])
+        if "not" in schema:
+            pieces.append(lambda: self._dnf(Part(schema["not"], join_pointer(ptr, "not")), stack))
+        if "$ref" in schema:
+            self._check_ref_siblings(schema, ptr)
+            pieces.append(lambda: self._negate(resolve_ref(self.root, schema["$ref"], ptr), stack))
+        for i, sub in enumerate(_schema_list(schema, "allOf", ptr) if "allOf" in schema else []):
+            pieces.append(lambda i=i, sub=sub: self._negate(Part(sub, join_pointer(ptr, "allOf", i)), stack))
+        if "anyOf" in schema:
+            def none_of() -> list[_Term]:  # not (A or B) = (not A) and (not B)
+                terms: list[_Term] = [()]
+                for i, sub in enumerate(_schema_list(schema, "anyOf", ptr)):
+                    terms = self._product(terms, self._negate(Part(sub, join_pointer(ptr, "anyOf", i)), stack),
+                                          "not", ptr)
+                return terms
+            pieces.append(none_of)
+        out: list[_Term] = []
+        errors: list[SchemaError] = []
+        for piece in pieces:
+            try:
+                out += piece()
+            except SchemaError as err:
+                if not is_no_value(err):
+                    raise
+                errors.append(err)
+        if not out:
+            raise errors[0] if errors else everything
+        if len(out) > MAX_ALTERNATIVES:
+            raise UnsupportedFeatureError("not", pointer=ptr, hint=f"the negation has {len(out)} alternatives "
+                                                                    f"(limit {MAX_ALTERNATIVES})")
+        return out
+
+    def _check_ref_siblings(self, schema: dict, ptr: str) -> None:
+        siblings = [k for k in schema if k in LOCAL_KEYWORDS | COMBINATOR_KEYWORDS and k != "$ref"]
+        if siblings and self.old_ref:
+            raise UnsupportedFeatureError(
+                "$ref", pointer=join_pointer(ptr, "$ref"),
+                hint=f"this document's $schema ({self.root['$schema']}) ignores keywords beside $ref "
+                     f"({', '.join(siblings)}), as drafts 3 to 7 do, yet they look meant to apply: move "
+                     "them and the $ref into an allOf, or declare draft 2019-09 or later")
+
+    def _product(self, terms: list[_Term], factor: list[_Term], keyword: str, pointer: str) -> list[_Term]:
+        if len(terms) * len(factor) > MAX_ALTERNATIVES:
+            raise UnsupportedFeatureError(keyword, pointer=pointer,
+                                          hint=f"distributing it over the other keywords gives "
+                                               f"{len(terms) * len(factor)} alternatives (limit {MAX_ALTERNATIVES})")
+        return [a + b for a in terms for b in factor]
+
+    def _resolve(self, term: _Term) -> list[Merged]:
+        """Merge a term, expanding its first pending ``oneOf`` (if its branches are disjoint)."""
+        at = next((i for i, a in enumerate(term) if isinstance(a, _OneOf)), None)
+        if at is None:
+            return [self._merge(term)]
+        one: _OneOf = term[at]
+        rest = term[:at] + term[at + 1:]
+        ptr = one.part.pointer
+        groups: list[tuple[int, list[Merged]]] = []
+        errors: list[SchemaError] = []
+        for j, sub in enumerate(one.part.schema["oneOf"]):
+            found: list[Merged] = []
+            try:
+                for t in self._dnf(Part(sub, join_pointer(ptr, "oneOf", j)), one.stack):
+                    try:
+                        found += self._resolve(rest + t)
+                    except SchemaError as err:
+                        if not is_no_value(err):
+                            raise
+                        errors.append(err)
+            except SchemaError as err:
+                if not is_no_value(err):
+                    raise
+                errors.append(err)
+            if found:
+                groups.append((j, found))
+        if not groups:
+            raise errors[0]
+        overlap = next(((j, k) for a, (j, xs) in enumerate(groups) for k, ys in groups[a + 1:]
+                        if not all(self.disjoint(x, y) for x in xs for y in ys)), None)
+        if overlap is not None:
+            self.refuse("oneOf", join_pointer(ptr, "oneOf"),
+                        f"branches {overlap[0]} and {overlap[1]} may both hold for one value; oneOf is exact "
+                        "only when its branches are provably disjoint (by type, enum/const values, numeric or "
+                        "length ranges, or a required property whose values are disjoint)")
+        out = [m for _, ms in groups for m in ms]
+        if len(out) > MAX_ALTERNATIVES:
+            raise UnsupportedFeatureError("oneOf", pointer=join_pointer(ptr, "oneOf"),
+                                          hint=f"distributing it gives {len(out)} alternatives (limit {MAX_ALTERNATIVES})")
+        return out
+
+    # -- merging one conjunction
+
+    def _merge(self, term: _Term) -> Merged:
+        parts = tuple({a.pointer: a for a in term if isinstance(a, Part)}.values())
+        m = Merged(parts)
+        kinds = set(KINDS)
+        type_sources: list[str] = []
+        type_order: tuple[str, ...] | None = None
+        divisor_seen = False
+        enum_source: tuple[str, str] | None = None
+        own_props: list[tuple[Part, dict, Any]] = []  # (part, properties, additionalProperties or None)
+        items: list[Part] = []
+        items_seen = additional_seen = False
+        for part in parts:
+            s, ptr = part.schema, part.pointer
+            if not isinstance(s, dict):
+                continue  # True
+            if "type" in s:
+                kinds &= _kinds_of(s["type"], join_pointer(ptr, "type"))
+                type_sources.append(join_pointer(ptr, "type"))
+                if type_order is None:
+                    names = [s["type"]] if isinstance(s["type"], str) else s["type"]
+                    type_order = tuple(dict.fromkeys([*names, *TYPES]))
+            for kw in ("const", "enum"):
+                if kw in s and m.enum is None:
+                    m.enum = list(_enum_values(s, kw, ptr))
+                    enum_source = (ptr, kw)
+                elif kw in s:
+                    _enum_values(s, kw, ptr)  # vetted; the values are checked below
+            if "properties" in s or "additionalProperties" in s:
+                props = s.get("properties", {})
+                if not isinstance(props, dict):
+                    raise SchemaError("properties must be an object", pointer=join_pointer(ptr, "properties"))
+                extra = s.get("additionalProperties")
+                if extra is not None and not isinstance(extra, (bool, dict)):
+                    raise SchemaError("additionalProperties must be a schema",
+                                      pointer=join_pointer(ptr, "additionalProperties"))
+                additional_seen |= extra is not None
+                own_props.append((part, props, extra))
+            if "required" in s:
+                req = s["required"]
+                if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
+                    raise SchemaError("required must be an array of strings", pointer=join_pointer(ptr, "required"))
+                m.required += [r for r in req if r not in m.required]
+            if "items" in s:
+                items_seen = True
+                if isinstance(s["items"], list):
+                    raise UnsupportedFeatureError("items", pointer=join_pointer(ptr, "items"),
+                                                  hint="the array form of items (tuples) is not supported yet")
+                items.append(Part(s["items"], join_pointer(ptr, "items")))
+            if "minLength" in s:
+                lo = _non_negative_int(s, "minLength", ptr)
+                if lo >= m.min_length:
+                    m.min_length, m.min_length_pointer = lo, ptr
+            if "maxLength" in s:
+                hi = _non_negative_int(s, "maxLength", ptr)
+                if m.max_length is None or hi < m.max_length:
+                    m.max_length, m.max_length_pointer = hi, ptr
+            if "pattern" in s:
+                if not isinstance(s["pattern"], str):
+                    raise SchemaError(f"pattern must be a string, not {s['pattern']!r}",
+                                      pointer=join_pointer(ptr, "pattern"))
+                if s["pattern"] not in [p for p, _ in m.patterns]:
+                    m.patterns.append((s["pattern"], join_pointer(ptr, "pattern")))
+            if "format" in s:
+                if not isinstance(s["format"], str):
+                    raise SchemaError(f"format must be a string, not {s['format']!r}",
+                                      pointer=join_pointer(ptr, "format"))
+                if s["format"] not in [f for f, _ in m.formats]:
+                    m.formats.append((s["format"], join_pointer(ptr, "format")))
+            if any(k in s for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")):
+                bounds, divisor = read_bounds(s, ptr)
+                m.bounds = m.bounds.meet(bounds)
+                if divisor is not None:
+                    m.divisor = divisor if m.divisor is None else _lcm(m.divisor, divisor)
+                if not m.number_pointer or (divisor is not None and not divisor_seen):
+                    m.number_pointer = ptr  # numbers.py reports multipleOf errors below it
+                divisor_seen |= divisor is not None
+        # objects: a key's value answers to each conjunct's entry for it, or that conjunct's
+        # additionalProperties when it has none
+        keys = list(dict.fromkeys(k for _, props, _ in own_props for k in props))
+        m.one_order = (sum(1 for _, props, _ in own_props if props) <= 1
+                       and all(r in keys for r in m.required))
+        for key in keys:
+            m.properties[key] = _conj([
+                Part(props[key], join_pointer(p.pointer, "properties", key)) if key in props
+                else Part(extra, join_pointer(p.pointer, "additionalProperties"))
+                for p, props, extra in own_props if key in props or extra is not None])
+        if additional_seen:
+            m.additional = _conj([Part(extra, join_pointer(p.pointer, "additionalProperties"))
+                                  for p, _, extra in own_props if extra is not None])
+        if items_seen:
+            m.items = _conj(items)
+        # negations
+        for atom in term:
+            if isinstance(atom, _NotType):
+                kinds -= atom.kinds
+                type_sources.append(atom.pointer + " (under not)")
+            elif isinstance(atom, _NotValues):
+                m.excluded += [(v, atom.pointer) for v in atom.values]
+        if type_order is not None:
+            m.type_order = type_order
+        excluded = [v for v, _ in m.excluded]
+        if any(v is None for v in excluded):
+            kinds.discard("null")
+        if any(v is True for v in excluded) and any(v is False for v in excluded):
+            kinds.discard("boolean")
+        if m.enum is not None:
+            # the term is exactly its parts' local keywords and the negations: check just those
+            excluded = [v for v, _ in m.excluded]
+            m.enum = [v for v in m.enum if _kind(v) in kinds and not any(json_equal(v, x) for x in excluded)]
+            m.enum = self._valid_values(m.enum, parts, m.pointer, enum_source)
+            m.excluded = []
+        else:
+            for value, ptr in m.excluded:
+                kind = _kind(value)
+                if kind in ("object", "array") and kind in kinds:
+                    self.refuse("not", ptr, f"excluding {kind} values is not supported (only strings, numbers, "
+                                            "booleans and null)")
+            m.excluded = [(v, p) for v, p in m.excluded if _kind(v) not in ("object", "array")]
+            if not kinds:
+                raise no_value(SchemaError(
+                    "no type satisfies " + " and ".join(f"'{s}'" for s in type_sources) + " together",
+                    pointer=type_sources[-1].removesuffix(" (under not)")))
+        m.kinds = frozenset(kinds)
+        return m
+
+    def _valid_values(self, values: list[Any], parts: tuple[Part, ...], pointer: str,
+                      source: tuple[str, str] | None = None) -> list[Any]:
+        """The values (deduplicated) valid under every part; ``source`` (pointer, keyword) is
+        where they come from, not checked again."""
+        kept: list[Any] = []
+        for v in values:
+            if self._valid_under(v, parts, source) and not any(json_equal(v, u) for u in kept):
+                kept.append(v)
+        if not kept:
+            raise no_value(UnsupportedFeatureError("enum", pointer=pointer,
+                                                   hint="no enum value satisfies the other keywords"))
+        return kept
+
+    def _valid_under(self, value: Any, parts: tuple[Part, ...], source: tuple[str, str] | None = None) -> bool:
+        """Whether ``value`` satisfies every part (python-jsonschema's verdict)."""
+        for p in parts:
+            drop = source[1] if source is not None and source[0] == p.pointer else None
+            checker = self._checker(p, drop)
+            if checker is None:
+                continue
+            try:
+                if not checker.is_valid(value):
+                    return False
+            except Exception as err:  # noqa: BLE001 - the checker failed, not the value
+                raise UnsupportedFeatureError("enum", pointer=p.pointer,
+                                              hint=f"enum values could not be checked against this "
+                                                   f"subschema: {type(err).__name__}: {err}") from err
+        return True
+
+    def _checker(self, part: Part, drop: str | None) -> Any:
+        """A python-jsonschema validator for the local keywords of ``part`` less ``drop``
+        (``None``: nothing to check).
+
+        Combinators are left out: in a term, each ``$ref`` target, ``allOf`` branch and chosen
+        ``anyOf``/``oneOf`` branch is a part of its own, and ``not`` an atom. Checking a part
+        whole would bring in a ``oneOf`` with its "exactly one" (not what one branch of it
+        means) and a ``$ref`` beside keywords as an older draft reads it.
+        """
+        key = (part.pointer, drop)
+        if key not in self._checkers:
+            schema = part.schema
+            local = ({k: x for k, x in schema.items() if k in LOCAL_KEYWORDS and k != drop}
+                     if isinstance(schema, dict) else {})
+            if not local:
+                self._checkers[key] = None
+            else:
+                from jsonschema import Draft202012Validator, validators
+
+                cls = validators.validator_for(self.root if isinstance(self.root, dict) else {},
+                                               default=Draft202012Validator)
+                # evolved from the root: references inside resolve in the document
+                self._checkers[key] = cls(self.root).evolve(schema=local)
+        return self._checkers[key]
+
+    # -- disjointness (oneOf)
+
+    def disjoint(self, a: Merged, b: Merged, depth: int = 0) -> bool:
+        """Whether no value satisfies both (``False``: they may overlap, or it cannot tell)."""
+        common = a.value_kinds() & b.value_kinds()
+        if not common:
+            return True
+        if a.enum is not None and b.enum is not None:
+            return not any(json_equal(x, y) for x in a.enum for y in b.enum)
+        for x, y in ((a, b), (b, a)):
+            if x.enum is not None:
+                return not any(_kind(v) in y.kinds and not any(json_equal(v, e) for e, _ in y.excluded)
+                               and self._valid_under(v, y.parts) for v in x.enum)
+        if common <= {"integer", "fraction"} and a.bounds.meet(b.bounds).is_empty():
+            return True
+        if common == {"string"} and (
+                (a.max_length is not None and a.max_length < b.min_length)
+                or (b.max_length is not None and b.max_length < a.min_length)):
+            return True
+        if common == {"object"} and depth < MAX_DISJOINT_DEPTH:
+            for key in dict.fromkeys(a.required + b.required):
+                va, vb = a.value_at(key), b.value_at(key)
+                if (key in a.required and self.is_empty(vb)) or (key in b.required and self.is_empty(va)):
+                    return True  # required on one side, forbidden on the other
+                if key in a.required and key in b.required:
+                    xs, ys = self.alternatives(va), self.alternatives(vb)
+                    if all(self.disjoint(x, y, depth + 1) for x in xs for y in ys):
+                        return True  # a discriminator
+        return False
+
+
+def merge(schemas: list[Any], root: Any = None) -> list[Merged]:
+    """The merged alternatives of ``allOf: schemas`` (``$ref`` resolved in ``root``)."""
+    parts = tuple(Part(s, join_pointer("/allOf", i)) for i, s in enumerate(schemas))
+    return Merger({"allOf": schemas} if root is None else root).alternatives(Conj(parts))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _conj(parts: list[Part]) -> Conj:
+    """The parts, less those that constrain nothing (``true``, ``{}``) when others do."""
+    kept = [p for p in parts if p.schema is not True and p.schema != {}]
+    return Conj(tuple(kept or parts[:1]))
+
+
+def _raise_refusal(keyword: str, pointer: str, hint: str) -> None:
+    raise UnsupportedFeatureError(keyword, pointer=pointer, hint=hint)
+
+
+def _enter(stack: tuple[str, ...], ptr: str) -> tuple[str, ...]:
+    if ptr in stack:
+        cycle = " -> ".join(stack[stack.index(ptr):] + (ptr,))
+        raise CompileError(f"left recursion: the subschema at '{ptr or '/'}' applies itself through {cycle} "
+                           "before any property or item")
+    return stack + (ptr,)
+
+
+def _schema_list(schema: dict, kw: str, ptr: str) -> list[Any]:
+    value = schema[kw]
+    if not isinstance(value, list) or not value:
+        raise SchemaError(f"{kw} must be a non-empty array", pointer=join_pointer(ptr, kw))
+    return value
+
+
+def _enum_values(schema: dict, kw: str, ptr: str) -> list[Any]:
+    if kw == "const":
+        return [schema["const"]]
+    values = schema["enum"]
+    if not isinstance(values, list) or not values:
+        raise SchemaError("enum must be a non-empty array", pointer=join_pointer(ptr, "enum"))
+    return values
+
+
+def _kinds_of(value: Any, pointer: str) -> frozenset[str]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or any(t not in _TYPE_KINDS for t in names):
+        raise SchemaError(f"invalid type {value!r}", pointer=pointer)
+    return frozenset(k for t in names for k in _TYPE_KINDS[t])
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "integer" if float(value).is_integer() else "fraction"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _lcm(a: Fraction, b: Fraction) -> Fraction:
+    """The least positive common multiple of two positive rationals."""
+    return Fraction(math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator))
+
+
+def _non_negative_int(schema: dict, kw: str, ptr: str) -> int:
+    v = schema[kw]
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise SchemaError(f"{kw} must be a non-negative integer, not {v!r}", pointer=join_pointer(ptr, kw))
+    return v
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: ``1 == 1.0`` but ``True != 1``, recursively."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def join_pointer(ptr: str, *parts: Any) -> str:
+    """``ptr`` extended by reference tokens (``~`` and ``/`` escaped)."""
+    for p in parts:
+        ptr += "/" + str(p).replace("~", "~0").replace("/", "~1")
+    return ptr
+
+
+def resolve_ref(root: Any, ref: Any, ptr: str) -> Part:
+    """The subschema a ``$ref`` at ``ptr`` names: ``#/json/pointer`` or ``#anchor`` in ``root``."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        raise UnsupportedFeatureError("$ref", pointer=join_pointer(ptr, "$ref"),
+                                      hint=f"only references inside the document ('#...') are "
+                                           f"supported, not {ref!r}")
+    target_ptr = urllib.parse.unquote(ref[1:])  # a URI fragment: %25 is "%"
+    if target_ptr and not target_ptr.startswith("/"):  # "#name": an anchor, not a pointer
+        found = _find_anchor(root, target_ptr, "")
+        if found is None:
+            raise SchemaError(f"$ref {ref!r}: no $anchor named {target_ptr!r} in the document",
+                              pointer=join_pointer(ptr, "$ref"))
+        return Part(*found)
+    node = root
+    try:
+        for part in target_ptr.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            node = node[int(part)] if isinstance(node, list) else node[part]
+    except (KeyError, IndexError, ValueError, TypeError) as err:
+        raise SchemaError(f"$ref {ref!r} does not resolve", pointer=join_pointer(ptr, "$ref")) from err
+    return Part(node, target_ptr)
+
+
+def _find_anchor(node: Any, name: str, pointer: str) -> tuple[Any, str] | None:
+    """The subschema declaring ``$anchor`` (or ``$dynamicAnchor``) ``name``, and its pointer."""
+    if isinstance(node, dict):
+        if name in (node.get("$anchor"), node.get("$dynamicAnchor")):
+            return node, pointer
+        children = node.items()
+    elif isinstance(node, list):
+        children = enumerate(node)
+    else:
+        return None
+    for key, child in children:
+        if key in ("enum", "const"):
+            continue  # values, not schemas
+        found = _find_anchor(child, name, join_pointer(pointer, key))
+        if found is not None:
+            return found
+    return None
