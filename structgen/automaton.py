@@ -351,62 +351,139 @@ def _check_left_recursion(rules: list[RuleAutomaton], null: list[bool]) -> None:
             visit(i, [i])
 
 
-def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
-    # first[i][q]: bytes that may be read first from state q of rule i (through calls).
-    first_rule = [set() for _ in rules]
-    changed = True
-
-    def state_first(i: int, q: int, seen: set[int]) -> set[int]:
-        r = rules[i]
-        out = set(r.trans[q])
-        seen.add(q)
-        for c, t in r.calls[q]:
-            out |= first_rule[c]
+def _reach(r: RuleAutomaton, q: int, null: list[bool]) -> tuple[set[int], set[int], bool]:
+    """From state ``q`` of ``r``, skipping calls to nullable rules: the bytes it may read, the
+    rules it may call, and whether it may complete without reading."""
+    byts: set[int] = set()
+    calls: set[int] = set()
+    done = False
+    todo, seen = [q], {q}
+    while todo:
+        s = todo.pop()
+        byts.update(r.trans[s])
+        done = done or r.accept[s]
+        for c, t in r.calls[s]:
+            calls.add(c)
             if null[c] and t not in seen:
-                out |= state_first(i, t, seen)
-        return out
+                seen.add(t)
+                todo.append(t)
+    return byts, calls, done
 
-    while changed:
-        changed = False
-        for i, r in enumerate(rules):
-            f = set(r.trans[0]) if r.counted else state_first(i, 0, set())
-            if not f <= first_rule[i]:
-                first_rule[i] |= f
-                changed = True
+
+def _propagate(sets: list[set[int]], flows: list[set[int]]) -> None:
+    """Least fixpoint of ``sets[j] ⊇ sets[i]`` for every ``j`` in ``flows[i]`` (a worklist, so
+    each set grows at most 256 times however long the chains are)."""
+    todo = list(range(len(sets)))
+    queued = [True] * len(sets)
+    while todo:
+        i = todo.pop()
+        queued[i] = False
+        for j in flows[i]:
+            if not sets[i] <= sets[j]:
+                sets[j] |= sets[i]
+                if not queued[j]:
+                    queued[j] = True
+                    todo.append(j)
+
+
+def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
+    """The bytes that may come right after each rule returns (``follow``).
+
+    Linear in the grammar: each (rule, state) is explored once, then sets flow along a
+    dependency graph (a rule's first bytes into its callers', a caller's follow into a callee
+    called last), instead of re-walking every rule until nothing changes.
+    """
+    # first[i]: bytes rule i may read first (through calls)
+    first = [set() for _ in rules]
+    into_first: list[set[int]] = [set() for _ in rules]  # c -> rules whose first includes c's
+    for i, r in enumerate(rules):
+        if r.counted:
+            first[i] = set(r.trans[0])
+            continue
+        byts, calls, _ = _reach(r, 0, null)
+        first[i] = byts
+        for c in calls:
+            into_first[c].add(i)
+    _propagate(first, into_first)
     follow = [set() for _ in rules]
-    changed = True
-    while changed:
-        changed = False
-        for i, r in enumerate(rules):
-            if r.counted:
-                continue
-            for q in range(len(r.trans)):
-                for c, t in r.calls[q]:
-                    add = state_first(i, t, set())
-                    if _state_nullable(r, t, null, set()):
-                        add = add | follow[i]
-                    if not add <= follow[c]:
-                        follow[c] |= add
-                        changed = True
+    into_follow: list[set[int]] = [set() for _ in rules]  # i -> callees i may return through
+    for i, r in enumerate(rules):
+        if r.counted:
+            continue
+        after: dict[int, tuple[set[int], bool]] = {}
+        for q in range(len(r.trans)):
+            for c, t in r.calls[q]:
+                if t not in after:
+                    byts, calls, done = _reach(r, t, null)
+                    for d in calls:
+                        byts |= first[d]
+                    after[t] = (byts, done)
+                byts, done = after[t]
+                follow[c] |= byts
+                if done:
+                    into_follow[i].add(c)
+    _propagate(follow, into_follow)
     return [frozenset(f) for f in follow]
 
 
 def _fingerprints(rules: list[RuleAutomaton], bodies: list[Expr]) -> list[str]:
-    """A digest per rule of its IR and that of every rule it can call (names included)."""
-    digests = [_digest(b) for b in bodies]
-    out = []
-    for i in range(len(rules)):
-        order = [i]
-        pos = {i: 0}
-        k = 0
-        while k < len(order):
-            for c, _ in (call for state_calls in rules[order[k]].calls for call in state_calls):
-                if c not in pos:
-                    pos[c] = len(order)
-                    order.append(c)
-            k += 1
-        parts = [rules[j].name + "=" + digests[j] for j in order]
-        out.append(hashlib.sha1("\n".join(parts).encode()).hexdigest()[:20])
+    """A digest per rule of its IR and that of every rule it can call (names included).
+
+    Computed over strongly connected components in reverse topological order: a component's
+    digest covers its members' IR and the digests of the components it calls, so the work is
+    linear in the grammar (a rule-by-rule walk of everything reachable is quadratic).
+    """
+    callees = [sorted({c for state_calls in r.calls for c, _ in state_calls}) for r in rules]
+    own = [rules[i].name + "=" + _digest(b) for i, b in enumerate(bodies)]
+    out = [""] * len(rules)
+    for component in _components(callees):  # callees' components come first
+        members = set(component)
+        outside = sorted({out[c] for i in component for c in callees[i] if c not in members})
+        shared = hashlib.sha1("\n".join(sorted(own[i] for i in component) + outside).encode()).hexdigest()
+        for i in component:
+            out[i] = hashlib.sha1((own[i] + "\n" + shared).encode()).hexdigest()[:20]
+    return out
+
+
+def _components(succ: list[list[int]]) -> list[list[int]]:
+    """Strongly connected components (Tarjan, iterative), each after those it reaches."""
+    index = [-1] * len(succ)
+    low = [0] * len(succ)
+    on_stack = [False] * len(succ)
+    stack: list[int] = []
+    out: list[list[int]] = []
+    counter = 0
+    for root in range(len(succ)):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, k = work.pop()
+            if k == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            if k < len(succ[v]):
+                work.append((v, k + 1))
+                w = succ[v][k]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if work:  # v is done: pass its low link to the parent
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    component.append(w)
+                    if w == v:
+                        break
+                out.append(component)
     return out
 
 
