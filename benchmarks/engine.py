@@ -249,7 +249,9 @@ class StructgenEngine(Engine):
         # compile_json_schema's defaults (canonical=False, strict=False, lenient=False): the
         # grammar that walks and validates, as users walk.
         try:
-            compiled = self.structgen.Compiler(self.vocab).json_schema(schema, whitespace=self.whitespace)
+            # disk_cache=False: a schema new to the process is compiled, not loaded
+            compiled = self.structgen.Compiler(self.vocab, disk_cache=False).json_schema(
+                schema, whitespace=self.whitespace)
         except self.structgen.StructgenError as err:
             raise Unsupported(f"{type(err).__name__}: {err}", getattr(err, "keyword", None)) from err
         return compiled.matcher()

@@ -1,10 +1,10 @@
 """On-disk cache location and atomic writes.
 
-Everything structgen caches (converted tokenizers, dequantized model weights, token masks)
-lives under :func:`cache_dir`. Writes are atomic so that concurrent processes (pytest-xdist
-workers, two notebooks) never see a half-written entry: a file is written to a temporary
-name in the same directory and ``os.replace``-d into place; a directory is filled under a
-temporary name and renamed, and when another process got there first its copy is kept.
+Everything structgen caches (converted tokenizers, dequantized model weights, token masks,
+compiled grammars) lives under :func:`cache_dir`. Writes are atomic so that concurrent processes
+(pytest-xdist workers, two notebooks) never see a half-written entry: a file is written to a
+temporary name in the same directory and ``os.replace``-d into place; a directory is filled
+under a temporary name and renamed, and when another process got there first its copy is kept.
 """
 
 from __future__ import annotations
@@ -34,16 +34,23 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "structgen"
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file in the same directory, then replace)."""
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, then replace).
+
+    Readers never see a partial file, whatever other processes do. ``fsync=False`` skips flushing
+    the data to the disk before the rename (a few milliseconds): after a power failure the entry
+    may then be empty or garbled, so only pass it for entries whose readers detect that (a
+    checksum) and treat it as a miss.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

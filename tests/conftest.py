@@ -16,6 +16,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Compiled grammars are not cached on disk during tests (each code edit would leave new
+# entries in the real cache); tests/test_compile_cache.py turns it on in its own folder.
+os.environ.setdefault("STRUCTGEN_DISK_CACHE", "0")
 
 
 @pytest.fixture(scope="session")
