@@ -53,6 +53,7 @@ from .numbers import Bounds, bounded_number_ir, number_ir
 from .regex import char_set_ir, pattern_to_ir
 from . import regular
 from .regular import difference, intersect
+from .schema_arrays import array_expr
 from .schema_merge import Conj, Merged, Merger, Part, join_pointer as _join, resolve_ref
 
 __all__ = ["schema_to_grammar", "translate_schema", "Relaxed", "SUPPORTED_KEYWORDS",
@@ -66,7 +67,9 @@ MAX_WHITESPACE = 128
 MAX_ANY_ORDER_KEYS = 6
 
 SUPPORTED_KEYWORDS = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const",
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems",
+    "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
+    "uniqueItems", "enum", "const",
     "anyOf", "allOf", "oneOf", "not", "$ref", "minLength", "maxLength",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "pattern", "format",
@@ -86,7 +89,19 @@ KEYWORD_NOTES = {
                 f"walking (up to {MAX_ANY_ORDER_KEYS} keys); only binds objects",
     "additionalProperties": "true / false / a schema; spec default true (generation closes "
                             "objects unless the schema opens them)",
-    "items": "one schema for every item; `false`: only `[]`",
+    "items": "one schema for every item (after `prefixItems`); `false`: no more items. The "
+             "array form of drafts 4 to 2019-09 reads as `prefixItems`, with `additionalItems`",
+    "prefixItems": "a schema per position; items past the array's end are not required",
+    "additionalItems": "the items after an array-form `items` (ignored otherwise, as the spec says)",
+    "minItems": "counted in the array rule's own states (unrolled), up to 4096",
+    "maxItems": "as `minItems`",
+    "contains": "each item either matches it or not (the `not` of its schema, which must be exact "
+                "as for `not`), the matches counted; `minContains`/`maxContains` bound the count",
+    "minContains": "with `contains`",
+    "maxContains": "with `contains`",
+    "uniqueItems": "exact where every item is one of a finite set of values (`enum`, `const`, "
+                   "booleans, null; at most 12): the rule tracks the set written. Otherwise "
+                   "refused (`lenient=True`: dropped)",
     "anyOf": "branches that match nothing are dropped; beside other keywords, those are merged "
              "into each branch (as `allOf`)",
     "allOf": "merged into one schema, exactly: types intersected, `properties` key by key (a "
@@ -126,7 +141,8 @@ KEYWORD_NOTES = {
 #: the compiled grammar (``CompiledGrammar.relaxed``). Each only narrows what is valid, so
 #: dropping one widens the language: outputs may then fail the schema. Off by default.
 LENIENT_KEYWORDS = frozenset({
-    "format", "pattern", "minLength", "maxLength", "multipleOf", "uniqueItems", "contains", "minContains", "maxContains",
+    "format", "pattern", "minLength", "maxLength", "multipleOf", "uniqueItems", "contains", "minContains",
+    "maxContains", "minItems", "maxItems",
     "not", "if", "then", "else", "propertyNames", "minProperties", "maxProperties",
     "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
     "unevaluatedItems", "oneOf",
@@ -501,16 +517,7 @@ class _Converter:
         return self.object_of(members, set(keys), extra)
 
     def array(self, m: Merged) -> Expr:
-        if m.items is None:
-            return self.array_of(self.convert(True, _join(m.pointer, "items")))
-        try:
-            with self.undo_on_error():
-                item = self.position(m.items)
-        except SchemaError as err:
-            if not is_no_value(err):
-                raise
-            return seq(Lit(b"["), self.ws, Lit(b"]"))  # no item can exist: only the empty array
-        return self.array_of(item)
+        return array_expr(self, m)
 
     def object_of(self, members: list[tuple[str, Ref, bool]], defined: set[str],
                   extra: Ref | None) -> Expr:

@@ -62,7 +62,8 @@ __all__ = ["Part", "Conj", "Merged", "Merger", "merge", "LOCAL_KEYWORDS", "COMBI
 #: Keywords merged by :class:`Merger` (each constrains one kind of value).
 LOCAL_KEYWORDS = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "items",
-    "minLength", "maxLength", "pattern", "format",
+    "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains",
+    "maxContains", "uniqueItems", "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
 })
 #: Keywords that combine subschemas.
@@ -141,7 +142,15 @@ class Merged:
     properties: dict[str, Conj] = field(default_factory=dict)
     required: list[str] = field(default_factory=list)
     additional: Conj | None = None  # None: no conjunct mentions additionalProperties
-    items: Conj | None = None  # None: no conjunct mentions items
+    items: Conj | None = None  # items after the prefix; None: no conjunct constrains them
+    prefix: list[Conj] = field(default_factory=list)  # prefixItems (array-form items), merged by position
+    min_items: int = 0
+    max_items: int | None = None
+    min_items_pointer: str = ""
+    max_items_pointer: str = ""
+    #: (contains subschema, minContains, maxContains); one at most (several are refused)
+    contains: tuple[Part, int, int | None] | None = None
+    unique: str | None = None  # pointer of a uniqueItems: true
     min_length: int = 0
     max_length: int | None = None
     min_length_pointer: str = ""
@@ -198,8 +207,23 @@ class Merged:
             out["required"] = self.required
         if self.additional is not None:
             out["additionalProperties"] = self.additional.schema()
+        if self.prefix:
+            out["prefixItems"] = [c.schema() for c in self.prefix]
         if self.items is not None:
             out["items"] = self.items.schema()
+        if self.min_items:
+            out["minItems"] = self.min_items
+        if self.max_items is not None:
+            out["maxItems"] = self.max_items
+        if self.contains is not None:
+            part, lo, hi = self.contains
+            out["contains"] = part.schema
+            if lo != 1:
+                out["minContains"] = lo
+            if hi is not None:
+                out["maxContains"] = hi
+        if self.unique is not None:
+            out["uniqueItems"] = True
         if self.min_length:
             out["minLength"] = self.min_length
         if self.max_length is not None:
@@ -451,8 +475,8 @@ class Merger:
         divisor_seen = False
         enum_source: tuple[str, str] | None = None
         own_props: list[tuple[Part, dict, Any]] = []  # (part, properties, additionalProperties or None)
-        items: list[Part] = []
-        items_seen = additional_seen = False
+        arrays: list[tuple[list[Part], Part | None]] = []  # per conjunct: prefix, then the rest
+        additional_seen = False
         for part in parts:
             s, ptr = part.schema, part.pointer
             if not isinstance(s, dict):
@@ -484,12 +508,27 @@ class Merger:
                 if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
                     raise SchemaError("required must be an array of strings", pointer=join_pointer(ptr, "required"))
                 m.required += [r for r in req if r not in m.required]
-            if "items" in s:
-                items_seen = True
-                if isinstance(s["items"], list):
-                    raise UnsupportedFeatureError("items", pointer=join_pointer(ptr, "items"),
-                                                  hint="the array form of items (tuples) is not supported yet")
-                items.append(Part(s["items"], join_pointer(ptr, "items")))
+            if any(k in s for k in ("items", "prefixItems")):
+                arrays.append(_array_part(s, ptr))
+            if "minItems" in s:
+                lo = _non_negative_int(s, "minItems", ptr)
+                if lo >= m.min_items:
+                    m.min_items, m.min_items_pointer = lo, join_pointer(ptr, "minItems")
+            if "maxItems" in s:
+                hi = _non_negative_int(s, "maxItems", ptr)
+                if m.max_items is None or hi < m.max_items:
+                    m.max_items, m.max_items_pointer = hi, join_pointer(ptr, "maxItems")
+            if "contains" in s:
+                lo = _non_negative_int(s, "minContains", ptr) if "minContains" in s else 1
+                hi = _non_negative_int(s, "maxContains", ptr) if "maxContains" in s else None
+                if m.contains is not None:
+                    raise UnsupportedFeatureError(
+                        "contains", pointer=join_pointer(ptr, "contains"),
+                        hint=f"two contains apply to one array (the other at {m.contains[0].pointer}); "
+                             "only one is supported")
+                m.contains = (Part(s["contains"], join_pointer(ptr, "contains")), lo, hi)
+            if s.get("uniqueItems") is True and m.unique is None:
+                m.unique = join_pointer(ptr, "uniqueItems")
             if "minLength" in s:
                 lo = _non_negative_int(s, "minLength", ptr)
                 if lo >= m.min_length:
@@ -531,8 +570,13 @@ class Merger:
         if additional_seen:
             m.additional = _conj([Part(extra, join_pointer(p.pointer, "additionalProperties"))
                                   for p, _, extra in own_props if extra is not None])
-        if items_seen:
-            m.items = _conj(items)
+        # arrays: position i answers to each conjunct's prefix entry i, or its rest items
+        for i in range(max((len(prefix) for prefix, _ in arrays), default=0)):
+            m.prefix.append(_conj([prefix[i] if i < len(prefix) else rest for prefix, rest in arrays
+                                   if i < len(prefix) or rest is not None]))
+        rests = [rest for _, rest in arrays if rest is not None]
+        if rests:
+            m.items = _conj(rests)
         # negations
         for atom in term:
             if isinstance(atom, _NotType):
@@ -717,6 +761,27 @@ def _kind(value: Any) -> str:
 def _lcm(a: Fraction, b: Fraction) -> Fraction:
     """The least positive common multiple of two positive rationals."""
     return Fraction(math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator))
+
+
+def _array_part(s: dict, ptr: str) -> tuple[list[Part], Part | None]:
+    """One schema's array items: ``prefixItems`` (or the array form of ``items``, with
+    ``additionalItems`` for the rest, as drafts 4 to 2019-09 write tuples), then the rest."""
+    def subschema(value: Any, *path: Any) -> Part:
+        if not isinstance(value, (dict, bool)):
+            raise SchemaError(f"{path[0]} must hold schemas, not {value!r}", pointer=join_pointer(ptr, *path))
+        return Part(value, join_pointer(ptr, *path))
+
+    items = s.get("items")
+    if "prefixItems" in s:
+        if not isinstance(s["prefixItems"], list):
+            raise SchemaError("prefixItems must be an array of schemas", pointer=join_pointer(ptr, "prefixItems"))
+        prefix = [subschema(x, "prefixItems", i) for i, x in enumerate(s["prefixItems"])]
+        return prefix, None if items is None else subschema(items, "items")
+    if isinstance(items, list):
+        rest = s.get("additionalItems")
+        return ([subschema(x, "items", i) for i, x in enumerate(items)],
+                None if rest is None else subschema(rest, "additionalItems"))
+    return [], subschema(items, "items")
 
 
 def _non_negative_int(schema: dict, kw: str, ptr: str) -> int:

@@ -1,0 +1,270 @@
+"""Arrays of a JSON schema as grammar rules: items by position, counts, ``contains``, ``uniqueItems``.
+
+An array is a sequence of elements; what element ``i`` may be is fixed by ``prefixItems`` (the
+array form of ``items`` in older drafts) and then ``items``. Counts and the other array
+keywords are read as a small automaton over *element classes*:
+
+- no ``contains``/``uniqueItems``: one rule, the elements by position, the rest a bounded
+  :class:`~structgen.ir.Repeat` of ``, item`` (``minItems``/``maxItems``), so the counting lives
+  in the rule's own states;
+- ``contains``: each element is either one that matches the ``contains`` subschema or one that
+  does not (``not`` of it, which must be exact, see :mod:`structgen.schema_merge`), and the
+  state counts the matches up to ``maxContains + 1``;
+- ``uniqueItems``: each element is one literal of a finite set (an ``enum``, booleans, null),
+  and the state is the set already written.
+
+States are ``(elements written, matches, literals used)``, capped where larger counts behave
+alike; a rule per state says what may follow it. States from which no accepting end can be
+reached are pruned, so a mask never lets a token into a dead end. At most
+:data:`MAX_ARRAY_STATES` states, else :class:`~structgen.errors.UnsupportedFeatureError`.
+
+Example
+-------
+>>> from structgen.json_schema import schema_to_grammar
+>>> g = schema_to_grammar({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+...                       whitespace="compact")
+>>> from structgen.compiler import CompiledGrammar
+>>> from structgen.vocab import Vocabulary
+>>> m = CompiledGrammar(g, Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])).matcher()
+>>> all(m.advance(b) for b in b'["b","a"') and m.forced_text()
+']'
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from .errors import SchemaError, UnsupportedFeatureError, is_no_value, no_value
+from .ir import Expr, Lit, Ref, Repeat, Seq, alt, seq
+from .schema_merge import Conj, Merged, Part, json_equal
+
+if TYPE_CHECKING:
+    from .json_schema import _Converter
+
+__all__ = ["array_expr", "MAX_ARRAY_STATES", "MAX_UNIQUE_LITERALS"]
+
+#: Bound on the states of one array's counting automaton (items x matches x literal sets).
+MAX_ARRAY_STATES = 4096
+#: ``uniqueItems`` over more literals than this is refused (the sets written grow as 2**n).
+MAX_UNIQUE_LITERALS = 12
+#: A count bound above this is refused (it is unrolled into the rule's states).
+MAX_COUNT = 4096
+
+
+def array_expr(cv: "_Converter", m: Merged) -> Expr:
+    """The grammar of the arrays ``m`` allows (``m`` is one merged alternative of type array)."""
+    lo, hi = m.min_items, m.max_items
+    if hi is not None and hi < lo:
+        raise no_value(SchemaError("maxItems is below minItems: no array fits", pointer=m.max_items_pointer))
+    positions = [_place(cv, conj) for conj in m.prefix]
+    rest = _place(cv, m.items if m.items is not None else Conj())
+    # the most elements there can be: past an impossible position, or the prefix without a rest
+    longest = hi
+    for i, place in enumerate(positions + [rest]):
+        if place is None:
+            longest = i if longest is None else min(longest, i)
+            break
+    if longest is not None and lo > longest:
+        where = m.min_items_pointer or m.pointer
+        raise no_value(SchemaError(f"no array of at least {lo} items fits the item schemas", pointer=where))
+    for bound, where, keyword in ((lo, m.min_items_pointer, "minItems"), (longest, m.max_items_pointer, "maxItems")):
+        if bound is not None and bound - len(positions) > MAX_COUNT:
+            cv.refuse(keyword, where or m.pointer, f"a count of {bound} items is above the {MAX_COUNT} "
+                                                   "structgen unrolls")
+            return _counted(cv, positions, rest, 0, None)
+    if m.contains is not None and (m.contains[1] > 0 or m.contains[2] is not None):
+        classes = _contains_classes(cv, m, positions, rest)
+        if classes is not None:
+            if m.unique is not None and (longest is None or longest > 1):
+                cv.refuse("uniqueItems", m.unique, "uniqueItems beside contains is not supported")
+            return _automaton(cv, m, classes, lo, longest)
+    if m.unique is not None and (longest is None or longest > 1):
+        classes = _unique_classes(cv, m, positions, rest)
+        if classes is not None:
+            return _automaton(cv, m, classes, lo, longest)
+    return _counted(cv, positions, rest, lo, longest)
+
+
+def _place(cv: "_Converter", conj: Conj) -> Ref | None:
+    """The rule for one element position, or None when no value can be there."""
+    try:
+        with cv.undo_on_error():
+            return cv.position(conj)
+    except SchemaError as err:
+        if not is_no_value(err):
+            raise
+        return None
+
+
+def _counted(cv: "_Converter", positions: list[Ref | None], rest: Ref | None, lo: int,
+             longest: int | None) -> Expr:
+    """``[`` the prefix elements, then ``, rest`` repeated: ``lo`` to ``longest`` in all."""
+    ws = cv.ws
+    comma = seq(ws, Lit(b","), ws)
+    n_prefix = len(positions)
+
+    def tail(i: int) -> Expr:  # what may follow once i >= 1 elements are written
+        if longest is not None and i >= longest:
+            return Seq(())
+        if i >= n_prefix:
+            if rest is None:
+                return Seq(())
+            return Repeat(seq(comma, rest), max(lo - i, 0), None if longest is None else longest - i)
+        step = seq(comma, positions[i], tail(i + 1))
+        return step if i < lo else Repeat(step, 0, 1)
+
+    first = positions[0] if positions else rest
+    options: list[Expr] = []
+    if lo == 0:
+        options.append(seq(Lit(b"["), ws, Lit(b"]")))
+    if longest != 0 and first is not None:
+        options.append(seq(Lit(b"["), ws, first, tail(1), ws, Lit(b"]")))
+    return alt(*options)
+
+
+# -- element classes: (expression, matches contains, literal index) per position
+
+
+def _contains_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
+                      rest: Ref | None) -> list[list[tuple[Expr, bool, int]]] | None:
+    """Per position (the last stands for every later one), the elements that match ``contains``
+    and those that do not; None when ``lenient`` dropped the keyword."""
+    part, _, _ = m.contains
+    negated = Part({"not": part.schema}, part.pointer + "~not")  # "~n" never occurs in a pointer
+    out = []
+    for i, place in enumerate(positions + [rest]):
+        base = (m.prefix[i] if i < len(m.prefix) else m.items or Conj()).parts
+        if place is None:
+            out.append([])
+            continue
+        options = []
+        for extra, matches in ((part, True), (negated, False)):
+            try:
+                ref = _place(cv, Conj(base + (extra,)))
+            except UnsupportedFeatureError as err:
+                cv.refuse("contains", part.pointer,
+                          f"the items that do not match contains cannot be described exactly ({err.hint})")
+                return None
+            if ref is not None:
+                options.append((ref, matches, -1))
+        out.append(options)
+    return out
+
+
+def _unique_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
+                    rest: Ref | None) -> list[list[tuple[Expr, bool, int]]] | None:
+    """Per position, one class per literal it may hold (``uniqueItems`` over finite sets)."""
+    literals: list[Any] = []
+    out = []
+    for i, place in enumerate(positions + [rest]):
+        conj = m.prefix[i] if i < len(m.prefix) else (m.items or Conj())
+        values = None if place is None else _finite_values(cv, conj)
+        if place is not None and values is None:
+            cv.refuse("uniqueItems", m.unique, "uniqueItems is exact only where every item is one of a "
+                                               "finite set of values (enum, const, boolean, null)")
+            return None
+        options = []
+        for v in values or []:
+            k = next((j for j, u in enumerate(literals) if json_equal(u, v)), None)
+            if k is None:
+                k = len(literals)
+                literals.append(v)
+            options.append((cv.literal(v, conj.key[0] if conj.parts else m.pointer), False, k))
+        out.append(options)
+    if len(literals) > MAX_UNIQUE_LITERALS:
+        cv.refuse("uniqueItems", m.unique, f"uniqueItems over {len(literals)} values (limit "
+                                           f"{MAX_UNIQUE_LITERALS}: the automaton tracks the set written)")
+        return None
+    return out
+
+
+def _finite_values(cv: "_Converter", conj: Conj) -> list[Any] | None:
+    """The values a place may hold when they are finitely many (deduplicated), else None."""
+    values: list[Any] = []
+    for alternative in cv.merger.alternatives(conj):
+        if alternative.enum is not None:
+            found = alternative.enum
+        elif alternative.kinds <= {"boolean", "null"}:
+            excluded = [v for v, _ in alternative.excluded]
+            found = [v for v in ([True, False] if "boolean" in alternative.kinds else [])
+                     + ([None] if "null" in alternative.kinds else [])
+                     if not any(json_equal(v, x) for x in excluded)]
+        else:
+            return None
+        values += [v for v in found if not any(json_equal(v, u) for u in values)]
+    return values
+
+
+# -- the counting automaton
+
+
+def _automaton(cv: "_Converter", m: Merged, classes: list[list[tuple[Expr, bool, int]]], lo: int,
+               longest: int | None) -> Expr:
+    """Rules over states (elements written, matches, literals used), dead states pruned."""
+    _, min_c, max_c = m.contains if m.contains is not None else (None, 0, None)
+    # counts that behave alike share a state; 0 (nothing written yet: no comma) stands alone
+    n_cap = max(len(classes) - 1, lo, 1) if longest is None else longest
+    c_cap = max_c + 1 if max_c is not None else min_c
+
+    def moves(state: tuple[int, int, frozenset[int]]):
+        n, c, used = state
+        if longest is not None and n >= longest:
+            return
+        for expr, matches, literal in classes[min(n, len(classes) - 1)]:
+            if literal in used:
+                continue
+            c2 = min(c + matches, c_cap)
+            if max_c is not None and c2 > max_c:
+                continue
+            yield expr, (min(n + 1, n_cap), c2, used | {literal} if literal >= 0 else used)
+
+    def accepting(state: tuple[int, int, frozenset[int]]) -> bool:
+        n, c, _ = state
+        return n >= lo and c >= min_c
+
+    start = (0, 0, frozenset())
+    edges: dict[tuple, list[tuple[Expr, tuple]]] = {}
+    todo = deque([start])
+    while todo:
+        s = todo.popleft()
+        if s in edges:
+            continue
+        if len(edges) >= MAX_ARRAY_STATES:
+            keyword = "contains" if m.contains is not None else "uniqueItems"
+            where = m.contains[0].pointer if m.contains is not None else m.unique
+            raise UnsupportedFeatureError(keyword, pointer=where,
+                                          hint=f"counting it needs over {MAX_ARRAY_STATES} states")
+        edges[s] = list(moves(s))
+        todo.extend(t for _, t in edges[s] if t not in edges)
+    live = {s for s in edges if accepting(s)}
+    changed = True
+    while changed:
+        changed = False
+        for s, out in edges.items():
+            if s not in live and any(t in live for _, t in out):
+                live.add(s)
+                changed = True
+    if start not in live:
+        where = m.contains[0].pointer if m.contains is not None else m.pointer
+        raise no_value(SchemaError("no array satisfies the item counts and contains together", pointer=where))
+    ws = cv.ws
+    comma = seq(ws, Lit(b","), ws)
+    uid = len(cv.rules)
+    names = {s: f"arr{uid}_{k}" for k, s in enumerate(s for s in edges if s in live)}
+    for s, name in names.items():
+        loops = [expr for expr, t in edges[s] if t == s]
+        exits = [seq(comma, expr, Ref(names[t])) for expr, t in edges[s] if t != s and t in live]
+        if accepting(s):
+            exits.append(seq(ws, Lit(b"]")))
+        body = alt(*exits)
+        if loops:  # a state that repeats: a loop inside the rule, not a deeper stack
+            body = seq(Repeat(seq(comma, alt(*loops)), 0, None), body)
+        cv.rules[name] = body
+    firsts = [seq(expr, Ref(names[t])) for expr, t in edges[start] if t in live and t != start]
+    options: list[Expr] = []
+    if accepting(start):
+        options.append(seq(Lit(b"["), ws, Lit(b"]")))
+    if firsts:
+        options.append(seq(Lit(b"["), ws, alt(*firsts)))
+    return alt(*options)
