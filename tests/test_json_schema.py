@@ -546,3 +546,49 @@ def test_random_combinators_agree_with_jsonschema(seed):
                 got = got or (all(m.advance(b) for b in json.dumps(v).encode()) and m.can_end())
             assert got is validator.is_valid(value), (schema, value)
     assert compiled >= 10
+
+
+# -- arrays: positions, counts, contains, uniqueItems (python-jsonschema is the oracle)
+
+ARRAY_CASES = [
+    ({"type": "array", "minItems": 2, "maxItems": 3}, ["[]", "[1]", "[1,2]", "[1,2,3]", "[1,2,3,4]"]),
+    ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+     ["[]", "[1]", '[1,"a"]', '[1,"a",2]', '["a"]']),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+      "items": [{"type": "integer"}], "additionalItems": {"type": "string"}}, ['[1,"a","b"]', "[1,2]", "[]"]),
+    ({"type": "array", "contains": {"const": 5}}, ["[]", "[1]", "[5]", "[1,5,2]"]),
+    ({"type": "array", "contains": {"const": 5}, "minContains": 2, "maxContains": 3},
+     ["[5]", "[5,5]", "[1,5,5,5]", "[5,5,5,5]", "[5,1,5]"]),
+    ({"type": "array", "contains": {"type": "string"}, "minContains": 0, "maxContains": 1},
+     ["[]", "[1]", '["a",1]', '["a","b"]']),
+    ({"type": "array", "contains": {"const": 1}, "minItems": 3, "maxItems": 4},
+     ["[1,2]", "[1,2,3]", "[2,3,4]", "[2,2,2,1]", "[1,1,1,1,1]"]),
+    ({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+     ["[]", '["a","b"]', '["a","a"]', '["c","b","a"]']),
+    ({"type": "array", "items": {"type": "boolean"}, "uniqueItems": True}, ["[true,false]", "[true,true]"]),
+    ({"type": "array", "prefixItems": [{"const": 1}], "items": {"enum": [1, 2.0]}, "uniqueItems": True},
+     ["[1,2]", "[1,1]", "[1]", "[1,2,2]", "[1,2.0]", "[1,1.0]"]),
+    ({"allOf": [{"prefixItems": [{"type": "integer"}]}, {"items": {"minimum": 0}, "maxItems": 2}]},
+     ["[-1]", "[1,-2]", "[1,2]", "[1,2,3]", '["a"]']),
+]
+
+
+@pytest.mark.parametrize("schema,texts", ARRAY_CASES, ids=[json.dumps(s)[:60] for s, _ in ARRAY_CASES])
+def test_array_keywords_agree_with_jsonschema(schema, texts):
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for text in texts:
+        for spelled in (text, json.dumps(json.loads(text), indent=2)):
+            assert accepts(schema, spelled) == validator.is_valid(json.loads(text)), spelled
+
+
+def test_array_counts_and_sets_that_cannot_be_met_are_errors():
+    with pytest.raises(SchemaError, match="maxItems is below minItems"):
+        structgen.compile_json_schema({"type": "array", "minItems": 3, "maxItems": 2}, BYTES)
+    with pytest.raises(SchemaError, match="at least 3 items"):
+        structgen.compile_json_schema({"type": "array", "prefixItems": [{}], "items": False, "minItems": 3}, BYTES)
+    with pytest.raises(UnsupportedFeatureError, match="uniqueItems"):  # 13 values: 2**13 sets
+        structgen.compile_json_schema({"type": "array", "items": {"enum": list(range(13))}, "uniqueItems": True},
+                                      BYTES)
+    assert accepts({"type": ["array", "null"], "minItems": 3, "maxItems": 2}, "null")  # arrays dropped
