@@ -69,7 +69,8 @@ MAX_ANY_ORDER_KEYS = 6
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "prefixItems",
     "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
-    "uniqueItems", "enum", "const",
+    "uniqueItems", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+    "enum", "const",
     "anyOf", "allOf", "oneOf", "not", "$ref", "minLength", "maxLength",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "pattern", "format",
@@ -115,9 +116,19 @@ KEYWORD_NOTES = {
              "`enum`/`const` values, numeric or length ranges, or a property required on both sides "
              "whose values are disjoint (a discriminator); otherwise refused (`lenient=True`: read as "
              "`anyOf`, recorded)",
+    "if": "read as `(if and then) or (not if and else)`: exact where `not if` is (see `not`); "
+          "otherwise refused (`lenient=True`: the negation dropped, recorded)",
+    "then": "with `if`",
+    "else": "with `if`",
+    "dependentRequired": "per key: the key absent, or present with the keys it requires (a "
+                         "disjunction merged like `anyOf`)",
+    "dependentSchemas": "per key: the key absent, or present and the schema holds",
+    "dependencies": "draft 4 to 7: an array value as `dependentRequired`, a schema as `dependentSchemas`",
     "not": "of `type` (`not: {type: integer}`: numbers with a non-zero fraction), of `enum`/`const` "
            "over strings, numbers, booleans, null (each value out in every spelling; numbers then "
-           "without exponents), `false`; through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
+           "without exponents), `false`; of `required` (a key absent), `properties` (a key present "
+           "whose value is `not` its schema), numeric bounds, lengths and item counts (the bound "
+           "flipped, or another type); through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
            "`not: {}` matches nothing (dropped inside `anyOf`, as an optional property: a "
            "forbidden key); any other form refused",
     "$ref": "`#/json/pointer` (`~0`/`~1`, percent-encoding) and `#anchor` inside the document; "

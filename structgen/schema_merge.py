@@ -67,7 +67,16 @@ LOCAL_KEYWORDS = frozenset({
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
 })
 #: Keywords that combine subschemas.
-COMBINATOR_KEYWORDS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not"})
+COMBINATOR_KEYWORDS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+                                 "dependentRequired", "dependentSchemas", "dependencies"})
+#: Local keywords whose negation is exact: ``not {minimum: 5}`` is a non-number or a number
+#: below 5 (type, bound to flip, the flipped keyword, how the bound moves).
+_FLIPS = {
+    "minimum": ("number", "exclusiveMaximum", 0), "maximum": ("number", "exclusiveMinimum", 0),
+    "exclusiveMinimum": ("number", "maximum", 0), "exclusiveMaximum": ("number", "minimum", 0),
+    "minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
+    "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1),
+}
 
 #: A conjunction distributes over at most this many alternatives (anyOf/oneOf beside other
 #: keywords multiply out); beyond, the combinator is refused.
@@ -91,6 +100,9 @@ class Part:
 
     schema: Any
     pointer: str
+    #: made by the merger (a rewrite of if/then/else, dependencies or a negation), not written
+    #: in the document: its properties give the object no key order of their own
+    synthetic: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,12 +134,18 @@ class _NotValues:
 
 
 @dataclass(frozen=True)
+class _Absent:
+    key: str  # an object must not have this key (if it is an object)
+    pointer: str
+
+
+@dataclass(frozen=True)
 class _OneOf:
     part: Part  # the schema holding oneOf
     stack: tuple[str, ...]
 
 
-_Atom = Any  # Part | _NotType | _NotValues | _OneOf
+_Atom = Any  # Part | _NotType | _NotValues | _Absent | _OneOf
 _Term = tuple  # tuple[_Atom, ...]: a conjunction
 
 
@@ -341,12 +359,101 @@ class Merger:
         if "oneOf" in schema:
             _schema_list(schema, "oneOf", ptr)
             terms = [t + (_OneOf(part, stack),) for t in terms]
+        if "if" in schema and ("then" in schema or "else" in schema):
+            terms = self._product(terms, self._conditional(schema, ptr, stack), "if", join_pointer(ptr, "if"))
+        for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+            for key, branches in self._dependencies(schema, kw, ptr, stack):
+                terms = self._product(terms, branches, kw, join_pointer(ptr, kw, key))
         if "not" in schema:
             terms = self._product(terms, self._negate(Part(schema["not"], join_pointer(ptr, "not")), stack),
                                   "not", join_pointer(ptr, "not"))
         return terms
 
-    def _negate(self, part: Part, stack: tuple[str, ...]) -> list[_Term]:
+    def _either(self, options: list[Callable[[], list[_Term]]]) -> list[_Term]:
+        """The union of the options' terms, leaving out those no value satisfies."""
+        out: list[_Term] = []
+        errors: list[SchemaError] = []
+        for option in options:
+            try:
+                out += option()
+            except SchemaError as err:
+                if not is_no_value(err):
+                    raise
+                errors.append(err)
+        if not out:
+            raise errors[0]
+        return out
+
+    def _conditional(self, schema: dict, ptr: str, stack: tuple[str, ...]) -> list[_Term]:
+        """``if``/``then``/``else`` as ``(if and then) or (not if and else)``; the negation must be exact."""
+        cond = Part(schema["if"], join_pointer(ptr, "if"))
+        then = Part(schema.get("then", True), join_pointer(ptr, "then"))
+        other = Part(schema.get("else", True), join_pointer(ptr, "else"))
+        return self._either([
+            lambda: self._product(self._dnf(cond, stack), self._dnf(then, stack), "then", then.pointer),
+            lambda: self._product(self._negate(cond, stack, keyword="if"), self._dnf(other, stack),
+                                  "else", other.pointer),
+        ])
+
+    def _dependencies(self, schema: dict, kw: str, ptr: str, stack: tuple[str, ...]):
+        """Per key of ``dependentRequired``/``dependentSchemas``/``dependencies``: the key absent,
+        or present with the keys it requires or the schema it brings (a disjunction)."""
+        if kw not in schema:
+            return
+        table = schema[kw]
+        if not isinstance(table, dict):
+            raise SchemaError(f"{kw} must be an object", pointer=join_pointer(ptr, kw))
+        for key, need in table.items():
+            where = join_pointer(ptr, kw, key)
+            absent = (_Absent(key, where),)
+            if isinstance(need, list):  # required keys (dependentRequired, or dependencies' array form)
+                if kw == "dependentSchemas" or not all(isinstance(k, str) for k in need):
+                    raise SchemaError(f"{kw} values must be {'schemas' if kw == 'dependentSchemas' else 'arrays of strings'}",
+                                      pointer=where)
+                present = Part({"type": "object", "required": [key, *need]}, where, True)
+                yield key, [absent, (present,)]
+            else:
+                if kw == "dependentRequired":
+                    raise SchemaError("dependentRequired values must be arrays of strings", pointer=where)
+                present = Part({"type": "object", "required": [key]}, where + "~present", True)
+                yield key, self._either([
+                    lambda absent=absent: [absent],
+                    lambda need=need, where=where, present=present: [
+                        (present,) + t for t in self._dnf(Part(need, where), stack)]])
+
+    def _negate_local(self, schema: dict, ptr: str, keyword: str, stack: tuple[str, ...]) -> list[Callable[[], list[_Term]]]:
+        """Negations of the local keywords that have an exact one (each a list of terms), or a
+        refusal naming those that do not."""
+        # A keyword of one type holds for every value of the others, so its negation is values
+        # of its type that break it: not {minLength: 3} is a string of at most 2 characters.
+        pieces: list[Callable[[], list[_Term]]] = []
+        for kw in schema:
+            where = join_pointer(ptr, kw)
+            if kw in _FLIPS and not isinstance(schema[kw], bool):
+                kind, flipped, shift = _FLIPS[kw]
+                bound = schema[kw]
+                if not isinstance(bound, (int, float)):
+                    raise SchemaError(f"{kw} must be a number", pointer=where)
+                if not shift or bound + shift >= 0:  # not {minLength: 0}: no string at all
+                    flip = Part({"type": kind, flipped: bound + shift}, where + "~not", True)
+                    pieces.append(lambda flip=flip: [(flip,)])
+            elif kw == "required":
+                keys = schema[kw]
+                if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                    raise SchemaError("required must be an array of strings", pointer=where)
+                obj = Part({"type": "object"}, where + "~not", True)
+                pieces.append(lambda keys=keys, where=where, obj=obj: [(obj, _Absent(k, where)) for k in keys])
+            elif kw == "properties":
+                if not isinstance(schema[kw], dict):
+                    raise SchemaError("properties must be an object", pointer=where)
+                for key, sub in schema[kw].items():
+                    # the key present, its value under not (negated where it is compiled)
+                    broken = Part({"type": "object", "required": [key], "properties": {key: {"not": sub}}},
+                                  join_pointer(where, key) + "~not", True)
+                    pieces.append(lambda broken=broken: [(broken,)])
+        return pieces
+
+    def _negate(self, part: Part, stack: tuple[str, ...], keyword: str = "not") -> list[_Term]:
         """The disjunctive normal form of ``not`` ``part`` (De Morgan down to type and values)."""
         schema, ptr = part.schema, part.pointer
         everything = no_value(UnsupportedFeatureError(
@@ -360,10 +467,12 @@ class Merger:
         stack = _enter(stack, ptr)
         self.check(schema, ptr)
         keys = [k for k in schema if k in LOCAL_KEYWORDS | COMBINATOR_KEYWORDS]
-        inexact = [k for k in keys if k not in ("type", "enum", "const", "not", "anyOf", "allOf", "$ref")]
+        exact = {"type", "enum", "const", "not", "anyOf", "allOf", "$ref", "required", "properties", *_FLIPS}
+        inexact = [k for k in keys if k not in exact or (k in _FLIPS and isinstance(schema[k], bool))]
         if inexact:
-            self.refuse("not", ptr, f"`not` is exact over type, enum, const (and not, anyOf, allOf, $ref of "
-                                    f"those); not over {', '.join(inexact)}")
+            self.refuse(keyword, ptr, f"`not` is exact over type, enum, const, required, properties, "
+                                      f"numeric bounds, lengths and item counts (and not, anyOf, allOf, "
+                                      f"$ref of those); not over {', '.join(inexact)}")
             return [()]  # lenient: the negation is dropped
         if not keys:
             raise everything
@@ -380,14 +489,15 @@ class Merger:
             pieces.append(lambda: self._dnf(Part(schema["not"], join_pointer(ptr, "not")), stack))
         if "$ref" in schema:
             self._check_ref_siblings(schema, ptr)
-            pieces.append(lambda: self._negate(resolve_ref(self.root, schema["$ref"], ptr), stack))
+            pieces.append(lambda: self._negate(resolve_ref(self.root, schema["$ref"], ptr), stack, keyword))
         for i, sub in enumerate(_schema_list(schema, "allOf", ptr) if "allOf" in schema else []):
-            pieces.append(lambda i=i, sub=sub: self._negate(Part(sub, join_pointer(ptr, "allOf", i)), stack))
+            pieces.append(lambda i=i, sub=sub: self._negate(Part(sub, join_pointer(ptr, "allOf", i)), stack, keyword))
+        pieces += self._negate_local(schema, ptr, keyword, stack)
         if "anyOf" in schema:
             def none_of() -> list[_Term]:  # not (A or B) = (not A) and (not B)
                 terms: list[_Term] = [()]
                 for i, sub in enumerate(_schema_list(schema, "anyOf", ptr)):
-                    terms = self._product(terms, self._negate(Part(sub, join_pointer(ptr, "anyOf", i)), stack),
+                    terms = self._product(terms, self._negate(Part(sub, join_pointer(ptr, "anyOf", i)), stack, keyword),
                                           "not", ptr)
                 return terms
             pieces.append(none_of)
@@ -560,7 +670,7 @@ class Merger:
         # objects: a key's value answers to each conjunct's entry for it, or that conjunct's
         # additionalProperties when it has none
         keys = list(dict.fromkeys(k for _, props, _ in own_props for k in props))
-        m.one_order = (sum(1 for _, props, _ in own_props if props) <= 1
+        m.one_order = (sum(1 for p, props, _ in own_props if props and not p.synthetic) <= 1
                        and all(r in keys for r in m.required))
         for key in keys:
             m.properties[key] = _conj([
@@ -579,7 +689,10 @@ class Merger:
             m.items = _conj(rests)
         # negations
         for atom in term:
-            if isinstance(atom, _NotType):
+            if isinstance(atom, _Absent):  # as a property whose value can be nothing
+                conj = m.properties.get(atom.key, Conj())
+                m.properties[atom.key] = Conj(conj.parts + (Part(False, atom.pointer, True),))
+            elif isinstance(atom, _NotType):
                 kinds -= atom.kinds
                 type_sources.append(atom.pointer + " (under not)")
             elif isinstance(atom, _NotValues):
