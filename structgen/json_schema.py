@@ -114,8 +114,9 @@ KEYWORD_NOTES = {
              f"{MAX_ANY_ORDER_KEYS} keys)",
     "oneOf": "an `anyOf` when the branches (siblings merged in) are provably disjoint: by type, "
              "`enum`/`const` values, numeric or length ranges, or a property required on both sides "
-             "whose values are disjoint (a discriminator); otherwise refused (`lenient=True`: read as "
-             "`anyOf`, recorded)",
+             "whose values are disjoint (a discriminator); otherwise each branch and the `not` of "
+             "those it may overlap, where that negation is exact (see `not`); otherwise refused "
+             "(`lenient=True`: read as `anyOf`, recorded)",
     "if": "read as `(if and then) or (not if and else)`: exact where `not if` is (see `not`); "
           "otherwise refused (`lenient=True`: the negation dropped, recorded)",
     "then": "with `if`",

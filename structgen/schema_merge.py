@@ -564,11 +564,50 @@ class Merger:
         overlap = next(((j, k) for a, (j, xs) in enumerate(groups) for k, ys in groups[a + 1:]
                         if not all(self.disjoint(x, y) for x in xs for y in ys)), None)
         if overlap is not None:
+            exact = self._exclusive(one, rest, groups)
+            if exact is not None:
+                return exact
             self.refuse("oneOf", join_pointer(ptr, "oneOf"),
                         f"branches {overlap[0]} and {overlap[1]} may both hold for one value; oneOf is exact "
                         "only when its branches are provably disjoint (by type, enum/const values, numeric or "
-                        "length ranges, or a required property whose values are disjoint)")
+                        "length ranges, or a required property whose values are disjoint), or when each "
+                        "branch that may overlap another can be negated exactly (see not)")
         out = [m for _, ms in groups for m in ms]
+        if len(out) > MAX_ALTERNATIVES:
+            raise UnsupportedFeatureError("oneOf", pointer=join_pointer(ptr, "oneOf"),
+                                          hint=f"distributing it gives {len(out)} alternatives (limit {MAX_ALTERNATIVES})")
+        return out
+
+    def _exclusive(self, one: _OneOf, rest: _Term, groups: list[tuple[int, list[Merged]]]) -> list[Merged] | None:
+        """``oneOf`` as "branch j and not the others it may overlap", for every j; None when a
+        negation it needs is not exact."""
+        ptr = one.part.pointer
+        branches = {j: Part(one.part.schema["oneOf"][j], join_pointer(ptr, "oneOf", j)) for j, _ in groups}
+        merged = dict(groups)
+        out: list[Merged] = []
+        refuse, self.refuse = self.refuse, _raise_refusal  # a negation that is not exact: give up
+        try:
+            for j in branches:
+                terms = self._dnf(branches[j], one.stack)
+                for k in branches:
+                    if k != j and not all(self.disjoint(x, y) for x in merged[j] for y in merged[k]):
+                        terms = self._product(terms, self._negate(branches[k], one.stack), "oneOf",
+                                              join_pointer(ptr, "oneOf"))
+                for t in terms:
+                    try:
+                        out += self._resolve(rest + t)
+                    except SchemaError as err:
+                        if not is_no_value(err):
+                            raise
+        except UnsupportedFeatureError:
+            return None
+        except SchemaError as err:
+            if not is_no_value(err):
+                raise
+        finally:
+            self.refuse = refuse
+        if not out:
+            raise no_value(SchemaError("no value satisfies exactly one oneOf branch", pointer=join_pointer(ptr, "oneOf")))
         if len(out) > MAX_ALTERNATIVES:
             raise UnsupportedFeatureError("oneOf", pointer=join_pointer(ptr, "oneOf"),
                                           hint=f"distributing it gives {len(out)} alternatives (limit {MAX_ALTERNATIVES})")
