@@ -47,13 +47,14 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 
 from .errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from .ir import ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, seq
-from .json_text import JSON_CHAR, char_encodings, string_literal
+from .json_text import JSON_CHAR, char_encodings, spellings, string_literal
 from .formats import FORMAT_PATTERNS, GENERATION_PATTERNS
 from .numbers import Bounds, bounded_number_ir, number_ir
 from .regex import char_set_ir, pattern_to_ir
 from . import regular
 from .regular import difference, intersect
 from .schema_arrays import array_expr
+from .schema_objects import MAX_ANY_ORDER_KEYS, key_except, object_expr, object_of
 from .schema_merge import Conj, Merged, Merger, Part, join_pointer as _join, resolve_ref
 
 __all__ = ["schema_to_grammar", "translate_schema", "Relaxed", "SUPPORTED_KEYWORDS",
@@ -62,14 +63,11 @@ __all__ = ["schema_to_grammar", "translate_schema", "Relaxed", "SUPPORTED_KEYWOR
 #: Bound on whitespace characters per gap in ``flexible`` mode: enough for ``indent=2`` 16+ deep.
 MAX_WHITESPACE = 128
 
-#: An enum/const object of up to this many keys matches in any key order when walking; a larger
-#: one in the schema's order only (the any-order automaton grows as 2**keys).
-MAX_ANY_ORDER_KEYS = 6
-
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "prefixItems",
     "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
     "uniqueItems", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+    "patternProperties", "propertyNames", "minProperties", "maxProperties",
     "enum", "const",
     "anyOf", "allOf", "oneOf", "not", "$ref", "minLength", "maxLength",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
@@ -90,6 +88,15 @@ KEYWORD_NOTES = {
                 f"walking (up to {MAX_ANY_ORDER_KEYS} keys); only binds objects",
     "additionalProperties": "true / false / a schema; spec default true (generation closes "
                             "objects unless the schema opens them)",
+    "patternProperties": "additional keys split by the patterns they match (key automata: "
+                         "patterns intersected, the others subtracted), each region valued by its "
+                         "patterns' subschemas; a defined key matching a pattern answers to both; "
+                         "up to 4 patterns per object",
+    "propertyNames": "every key automaton intersected with the string language of its schema; "
+                     "a defined key it rejects is forbidden",
+    "minProperties": "members counted in the object's rules (per member position and count "
+                     "written); a member is offered only while the count can still end in range",
+    "maxProperties": "as `minProperties`",
     "items": "one schema for every item (after `prefixItems`); `false`: no more items. The "
              "array form of drafts 4 to 2019-09 reads as `prefixItems`, with `additionalItems`",
     "prefixItems": "a schema per position; items past the array's end are not required",
@@ -243,7 +250,7 @@ class _Converter:
         """A string literal: canonical when generating, any JSON spelling when walking."""
         if self.canonical:
             return string_literal(key)
-        return seq(Lit(b'"'), _spellings(key), Lit(b'"'))
+        return seq(Lit(b'"'), spellings(key), Lit(b'"'))
 
     def rule(self, name: str, body: Expr) -> Ref:
         self.rules.setdefault(name, body)
@@ -282,8 +289,8 @@ class _Converter:
             if name == "value":
                 self.rules["value"] = Seq(())  # reserve the name (recursive)
                 scalars = [self.primitive(t) for t in ("string", "number", "boolean", "null")]
-                self.rules["value"] = alt(*scalars, self.object_of([], set(), Ref("value")),
-                                          self.array_of(Ref("value")))
+                member = seq(key_except(self, set()), self.ws, Lit(b":"), self.ws, Ref("value"))
+                self.rules["value"] = alt(*scalars, object_of(self, [], member), self.array_of(Ref("value")))
                 return Ref("value")
         return Ref(name)
 
@@ -440,7 +447,15 @@ class _Converter:
     def constrained_string(self, m: Merged, lo: int, hi: int | None, excluded: list[str]) -> Expr:
         """A string under patterns and/or formats, lengths and excluded values: one automaton,
         the intersection of each (lengths count characters, whatever their spelling)."""
-        ptr = m.pointer
+        pieces = self.string_pieces(m)
+        if not pieces:  # all relaxed
+            return self.plain_string(lo, hi, excluded, m)
+        content = self.string_content(m, pieces)
+        digest = hashlib.sha1(repr(content).encode()).hexdigest()[:10]
+        return self.rule(f"string_{digest}", seq(Lit(b'"'), content, Lit(b'"')))
+
+    def string_pieces(self, m: Merged) -> list[Expr]:
+        """The automata of ``m``'s patterns and formats (those ``lenient`` keeps)."""
         pieces: list[Expr] = []
         for pattern, where in m.patterns:
             try:
@@ -454,10 +469,22 @@ class _Converter:
             else:
                 self.refuse("format", where,
                             f"unknown format {fmt!r} (known: {', '.join(sorted(FORMAT_PATTERNS))})")
-        if not pieces:  # all relaxed
-            return self.plain_string(lo, hi, excluded, m)
-        keyword = "pattern" if m.patterns else "format"
+        return pieces
+
+    def string_content(self, m: Merged, pieces: list[Expr] | None = None) -> Expr:
+        """The contents (between the quotes) of the strings ``m`` allows, as one regular
+        automaton: patterns, formats, lengths and excluded values intersected."""
+        if pieces is None:
+            pieces = self.string_pieces(m)
+        lo, hi = m.min_length, m.max_length
+        if hi is not None and hi < lo:
+            raise no_value(SchemaError("maxLength is below minLength: no string fits",
+                                       pointer=m.max_length_pointer))
+        excluded = sorted({v for v, _ in m.excluded if isinstance(v, str)})
+        ptr = m.pointer
+        keyword = "pattern" if m.patterns else "format" if m.formats else "maxLength"
         what = f"the string constraints at {ptr or '/'}"
+        char = char_set_ir([(0, 0x10FFFF)], canonical=True) if self.canonical else JSON_CHAR
 
         def checked(operation, *exprs: Expr) -> Expr:  # regular.intersect or regular.difference
             try:
@@ -467,7 +494,11 @@ class _Converter:
                                               hint=f"{err}: the pattern, format and lengths together "
                                                    "are too large an automaton") from err
 
-        content = pieces[0] if len(pieces) == 1 else checked(intersect, *pieces)
+        if not pieces:
+            content: Expr = Repeat(char, lo, hi)
+            lo, hi = 0, None
+        else:
+            content = pieces[0] if len(pieces) == 1 else checked(intersect, *pieces)
         if lo or hi is not None:
             # Lengths the pattern implies anyway need no counter (a char takes 1+ bytes).
             shortest, longest = regular.length_range(content)
@@ -485,145 +516,21 @@ class _Converter:
                             f"a length of {max(lo, hi or 0)} beside a pattern or format would need an "
                             f"automaton of about {size} states (limit {regular.DEFAULT_STATE_LIMIT})")
             else:
-                char = char_set_ir([(0, 0x10FFFF)], canonical=True) if self.canonical else JSON_CHAR
                 content = checked(intersect, content, Repeat(char, lo, hi))
         if excluded:
-            content = checked(difference, content, alt(*(_spellings(v) for v in excluded)))
+            content = checked(difference, content, alt(*(spellings(v) for v in excluded)))
         if isinstance(content, Fsm) and not content.accept:
             raise no_value(UnsupportedFeatureError(
                 keyword, pointer=ptr, hint="no string satisfies the pattern, format and lengths together"))
-        digest = hashlib.sha1(repr(content).encode()).hexdigest()[:10]
-        return self.rule(f"string_{digest}", seq(Lit(b'"'), content, Lit(b'"')))
+        return content
 
     # -- objects and arrays
 
     def object(self, m: Merged) -> Expr:
-        """Members: the merged properties in order, then required keys they do not list (their
-        value answers to additionalProperties); a key that can have no value is left out (and
-        refused as an additional key), an object that requires one has no value."""
-        members: list[tuple[str, Ref, bool]] = []
-        keys = list(m.properties) + [k for k in m.required if k not in m.properties]
-        for key in keys:
-            required = key in m.required
-            try:
-                with self.undo_on_error():
-                    members.append((key, self.position(m.value_at(key)), required))
-            except SchemaError as err:
-                if not is_no_value(err) or required:
-                    raise
-        # Strict (the generation default): an object takes only the keys its schema names unless
-        # the schema says otherwise; the spec's default is open.
-        extra: Ref | None = None
-        if m.additional is None:
-            if not self.strict:
-                extra = self.convert(True, _join(m.pointer, "additionalProperties"))
-        else:
-            try:
-                with self.undo_on_error():
-                    extra = self.position(m.additional)
-            except SchemaError as err:
-                if not is_no_value(err):
-                    raise
-        if not m.one_order and not self.canonical and len(members) <= MAX_ANY_ORDER_KEYS:
-            return self.object_any_order(members, set(keys), extra)
-        return self.object_of(members, set(keys), extra)
+        return object_expr(self, m)
 
     def array(self, m: Merged) -> Expr:
         return array_expr(self, m)
-
-    def object_of(self, members: list[tuple[str, Ref, bool]], defined: set[str],
-                  extra: Ref | None) -> Expr:
-        """``{`` members in order (optional ones may be left out), then additional ones ``}``."""
-        ws = self.ws
-        comma = seq(ws, Lit(b","), ws)
-        colon = seq(ws, Lit(b":"), ws)
-
-        def member(key: str, value: Ref) -> Expr:
-            return seq(self.key_literal(key), colon, value)
-
-        extra_member = None
-        if extra is not None:
-            extra_member = seq(self.key_except(defined), colon, extra)
-        # tail(i): what may follow once something was written, from member i on (shared rules,
-        # so the object stays linear in its number of properties).
-        tail_names: list[str] = []
-        uid = len(self.rules)
-        tail: Expr = Repeat(seq(comma, extra_member), 0, None) if extra_member else Seq(())
-        for i in range(len(members), 0, -1):
-            key, value, req = members[i - 1]
-            item = seq(comma, member(key, value))
-            body = seq(item if req else Repeat(item, 0, 1), tail)
-            tail = self.rule(f"obj{uid}_tail{i}", body) if i > 1 else body
-            tail_names.append(f"obj{uid}_tail{i}")
-        # first(i): the first written member is member i (earlier optional ones left out)
-        firsts: list[Expr] = []
-        for i, (key, value, req) in enumerate(members):
-            rest = Ref(f"obj{uid}_tail{i + 2}") if i + 1 < len(members) else (
-                Repeat(seq(comma, extra_member), 0, None) if extra_member else Seq(()))
-            firsts.append(seq(member(key, value), rest))
-            if req:
-                break
-        else:
-            if extra_member is not None:
-                firsts.append(seq(extra_member, Repeat(seq(comma, extra_member), 0, None)))
-        can_be_empty = not any(req for _, _, req in members)
-        options: list[Expr] = []
-        if can_be_empty:
-            options.append(seq(Lit(b"{"), ws, Lit(b"}")))
-        if firsts:
-            options.append(seq(Lit(b"{"), ws, alt(*firsts), ws, Lit(b"}")))
-        return alt(*options)
-
-    def object_any_order(self, members: list[tuple[str, Ref, bool]], defined: set[str],
-                         extra: Ref | None) -> Expr:
-        """Members in any order, additional ones anywhere: for walking an object whose schema
-        gives its keys no one order (``properties`` merged from several subschemas, required keys
-        outside ``properties``). One rule per set of members written, hence the bound
-        :data:`MAX_ANY_ORDER_KEYS`."""
-        ws = self.ws
-        comma = seq(ws, Lit(b","), ws)
-        colon = seq(ws, Lit(b":"), ws)
-        items = [seq(self.key_literal(key), colon, value) for key, value, _ in members]
-        required = sum(1 << i for i, (_, _, req) in enumerate(members) if req)
-        extra_member = None if extra is None else seq(self.key_except(defined), colon, extra)
-        uid = len(self.rules)
-
-        def rest(done: int) -> Ref:  # what may follow once the members in ``done`` were written
-            name = f"obj{uid}_any{done}"
-            if name not in self.rules:
-                self.rules[name] = Seq(())  # reserved while its options are built
-                options = [seq(comma, items[i], rest(done | 1 << i))
-                           for i in range(len(items)) if not done >> i & 1]
-                if done & required == required:
-                    options.append(seq(ws, Lit(b"}")))
-                body = alt(*options)
-                if extra_member is not None:
-                    body = seq(Repeat(seq(comma, extra_member), 0, None), body)
-                self.rules[name] = body
-            return Ref(name)
-
-        firsts = [seq(items[i], rest(1 << i)) for i in range(len(items))]
-        if extra_member is not None:
-            firsts.append(seq(extra_member, rest(0)))
-        options: list[Expr] = []
-        if not required:
-            options.append(seq(Lit(b"{"), ws, Lit(b"}")))
-        if firsts:
-            options.append(seq(Lit(b"{"), ws, alt(*firsts)))
-        return alt(*options)
-
-    def key_except(self, defined: set[str]) -> Expr:
-        """A JSON string whose decoded value is none of ``defined``, however it is spelt.
-
-        The body is the shared JSON-string counter with the defined keys excluded (every
-        spelling of every character), so masks inside the key stay the shared string masks.
-        """
-        if not defined:
-            return self.primitive("string")
-        digest = hashlib.sha1(json.dumps(sorted(defined)).encode()).hexdigest()[:10]
-        words = frozenset(tuple(frozenset(char_encodings(ch)) for ch in key) for key in defined)
-        chars = self.rule(f"chars_except_{digest}", Counted(JSON_CHAR, 0, None, words))
-        return self.rule(f"key_except_{digest}", seq(Lit(b'"'), chars, Lit(b'"')))
 
     def array_of(self, item: Ref) -> Expr:
         ws = self.ws
@@ -690,15 +597,6 @@ class _Converter:
                 parts += [self.key_literal(k), ws, Lit(b":"), ws, self.literal(v, ptr)]
             return seq(*parts, ws, Lit(b"}"))
         raise SchemaError(f"enum value {value!r} is not JSON", pointer=ptr)
-
-
-def _spellings(text: str) -> Expr:
-    """The characters of ``text`` in every JSON spelling (a string literal's content)."""
-    parts: list[Expr] = []
-    for ch in text:
-        spellings = char_encodings(ch)
-        parts.append(Lit(spellings[0]) if len(spellings) == 1 else alt(*(Lit(x) for x in spellings)))
-    return seq(*parts)
 
 
 def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"] = "flexible",

@@ -17,7 +17,7 @@ import json
 
 from .ir import Alt, ByteClass, Expr, Lit, Repeat, Seq, seq
 
-__all__ = ["JSON_CHAR", "JSON_NUMBER", "JSON_INTEGER", "char_encodings", "string_literal"]
+__all__ = ["JSON_CHAR", "JSON_NUMBER", "JSON_INTEGER", "char_encodings", "spellings", "string_literal"]
 
 _HEX = ByteClass.of("0-9a-fA-F")
 _CONT = ByteClass(((0x80, 0xBF),))
@@ -84,6 +84,20 @@ def _case_variants(h: str) -> list[bytes]:
         opts = {c.lower(), c.upper()}
         out = [s + o.encode() for s in out for o in sorted(opts)]
     return out
+
+
+def spellings(text: str) -> Expr:
+    """The characters of ``text`` in every JSON spelling (a string literal's content).
+
+    >>> from structgen.regular import matches
+    >>> matches(spellings("a/"), b"\\u0061\\/"), matches(spellings("a"), b"b")
+    (True, False)
+    """
+    parts: list[Expr] = []
+    for ch in text:
+        options = char_encodings(ch)
+        parts.append(Lit(options[0]) if len(options) == 1 else Alt(tuple(Lit(x) for x in options)))
+    return seq(*parts)
 
 
 def string_literal(value: str) -> Expr:

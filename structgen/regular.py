@@ -21,6 +21,8 @@ Example
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .errors import CompileError
 from .ir import ByteClass, Expr, Fsm
 
@@ -149,13 +151,21 @@ def length_range(e: Expr) -> tuple[int, int | None]:
 
 def matches(e: Expr, data: bytes) -> bool:
     """Whether the reference-free expression matches ``data`` exactly (for tests and doctests)."""
+    return matcher(e)(data)
+
+
+def matcher(e: Expr) -> "Callable[[bytes], bool]":
+    """A function telling whether ``data`` is in the language of ``e`` (its DFA built once)."""
     trans, accept = _dfa(e)
-    q = 0
-    for b in data:
-        q = trans[q].get(b, -1)
-        if q < 0:
-            return False
-    return accept[q]
+
+    def match(data: bytes) -> bool:
+        q = 0
+        for b in data:
+            q = trans[q].get(b, -1)
+            if q < 0:
+                return False
+        return accept[q]
+    return match
 
 
 def _product(a: _Dfa, b: _Dfa, limit: int, what: str) -> _Dfa:

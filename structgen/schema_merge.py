@@ -47,6 +47,7 @@ Example
 
 from __future__ import annotations
 
+import json
 import math
 import urllib.parse
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ __all__ = ["Part", "Conj", "Merged", "Merger", "merge", "LOCAL_KEYWORDS", "COMBI
 #: Keywords merged by :class:`Merger` (each constrains one kind of value).
 LOCAL_KEYWORDS = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "items",
+    "patternProperties", "propertyNames", "minProperties", "maxProperties",
     "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains",
     "maxContains", "uniqueItems", "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
@@ -76,6 +78,7 @@ _FLIPS = {
     "exclusiveMinimum": ("number", "maximum", 0), "exclusiveMaximum": ("number", "minimum", 0),
     "minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
     "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1),
+    "minProperties": ("object", "maxProperties", -1), "maxProperties": ("object", "minProperties", 1),
 }
 
 #: A conjunction distributes over at most this many alternatives (anyOf/oneOf beside other
@@ -160,6 +163,16 @@ class Merged:
     properties: dict[str, Conj] = field(default_factory=dict)
     required: list[str] = field(default_factory=list)
     additional: Conj | None = None  # None: no conjunct mentions additionalProperties
+    #: per conjunct with patternProperties: its (pattern, subschema) pairs and its
+    #: additionalProperties (None: not given); empty when no conjunct has patternProperties
+    key_rules: list[tuple[tuple[tuple[str, Part], ...], Part | None]] = field(default_factory=list)
+    property_names: list[Part] = field(default_factory=list)
+    min_properties: int = 0
+    max_properties: int | None = None
+    min_properties_pointer: str = ""
+    max_properties_pointer: str = ""
+    #: values of required keys that ``properties`` does not list (patterns and extras applied)
+    other_values: dict[str, Conj] = field(default_factory=dict)
     items: Conj | None = None  # items after the prefix; None: no conjunct constrains them
     prefix: list[Conj] = field(default_factory=list)  # prefixItems (array-form items), merged by position
     min_items: int = 0
@@ -207,6 +220,8 @@ class Merged:
         """What constrains the value of ``key`` in an object."""
         if key in self.properties:
             return self.properties[key]
+        if key in self.other_values:
+            return self.other_values[key]
         return self.additional if self.additional is not None else Conj()
 
     def schema(self) -> dict[str, Any]:
@@ -623,7 +638,8 @@ class Merger:
         type_order: tuple[str, ...] | None = None
         divisor_seen = False
         enum_source: tuple[str, str] | None = None
-        own_props: list[tuple[Part, dict, Any]] = []  # (part, properties, additionalProperties or None)
+        # (part, properties, additionalProperties or None, patternProperties as (pattern, Part))
+        own_props: list[tuple[Part, dict, Any, tuple]] = []
         arrays: list[tuple[list[Part], Part | None]] = []  # per conjunct: prefix, then the rest
         additional_seen = False
         for part in parts:
@@ -642,7 +658,7 @@ class Merger:
                     enum_source = (ptr, kw)
                 elif kw in s:
                     _enum_values(s, kw, ptr)  # vetted; the values are checked below
-            if "properties" in s or "additionalProperties" in s:
+            if "properties" in s or "additionalProperties" in s or "patternProperties" in s:
                 props = s.get("properties", {})
                 if not isinstance(props, dict):
                     raise SchemaError("properties must be an object", pointer=join_pointer(ptr, "properties"))
@@ -650,8 +666,24 @@ class Merger:
                 if extra is not None and not isinstance(extra, (bool, dict)):
                     raise SchemaError("additionalProperties must be a schema",
                                       pointer=join_pointer(ptr, "additionalProperties"))
+                patterns = s.get("patternProperties", {})
+                if not isinstance(patterns, dict):
+                    raise SchemaError("patternProperties must be an object",
+                                      pointer=join_pointer(ptr, "patternProperties"))
                 additional_seen |= extra is not None
-                own_props.append((part, props, extra))
+                own_props.append((part, props, extra, tuple(
+                    (pattern, Part(sub, join_pointer(ptr, "patternProperties", pattern)))
+                    for pattern, sub in patterns.items())))
+            if "propertyNames" in s:
+                m.property_names.append(Part(s["propertyNames"], join_pointer(ptr, "propertyNames")))
+            if "minProperties" in s:
+                lo = _non_negative_int(s, "minProperties", ptr)
+                if lo >= m.min_properties:
+                    m.min_properties, m.min_properties_pointer = lo, join_pointer(ptr, "minProperties")
+            if "maxProperties" in s:
+                hi = _non_negative_int(s, "maxProperties", ptr)
+                if m.max_properties is None or hi < m.max_properties:
+                    m.max_properties, m.max_properties_pointer = hi, join_pointer(ptr, "maxProperties")
             if "required" in s:
                 req = s["required"]
                 if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
@@ -708,17 +740,30 @@ class Merger:
                 divisor_seen |= divisor is not None
         # objects: a key's value answers to each conjunct's entry for it, or that conjunct's
         # additionalProperties when it has none
-        keys = list(dict.fromkeys(k for _, props, _ in own_props for k in props))
-        m.one_order = (sum(1 for p, props, _ in own_props if props and not p.synthetic) <= 1
+        keys = list(dict.fromkeys(k for _, props, _, _ in own_props for k in props))
+        m.one_order = (sum(1 for p, props, _, _ in own_props if props and not p.synthetic) <= 1
                        and all(r in keys for r in m.required))
+
+        def value_of(key: str) -> Conj:  # each conjunct: its entry and matching patterns, else its extra
+            found: list[Part] = []
+            for p, props, extra, patterns in own_props:
+                mine = [sub for pattern, sub in patterns if pattern_matches(pattern, key, sub.pointer)]
+                if key in props:
+                    mine.insert(0, Part(props[key], join_pointer(p.pointer, "properties", key)))
+                elif not mine and extra is not None:
+                    mine = [Part(extra, join_pointer(p.pointer, "additionalProperties"))]
+                found += mine
+            return _conj(found)
+
         for key in keys:
-            m.properties[key] = _conj([
-                Part(props[key], join_pointer(p.pointer, "properties", key)) if key in props
-                else Part(extra, join_pointer(p.pointer, "additionalProperties"))
-                for p, props, extra in own_props if key in props or extra is not None])
+            m.properties[key] = value_of(key)
+        if any(patterns for *_, patterns in own_props):
+            m.key_rules = [(patterns, None if extra is None else Part(extra, join_pointer(p.pointer, "additionalProperties")))
+                           for p, _, extra, patterns in own_props if patterns or extra is not None]
+            m.other_values = {key: value_of(key) for key in m.required if key not in m.properties}
         if additional_seen:
             m.additional = _conj([Part(extra, join_pointer(p.pointer, "additionalProperties"))
-                                  for p, _, extra in own_props if extra is not None])
+                                  for p, _, extra, _ in own_props if extra is not None])
         # arrays: position i answers to each conjunct's prefix entry i, or its rest items
         for i in range(max((len(prefix) for prefix, _ in arrays), default=0)):
             m.prefix.append(_conj([prefix[i] if i < len(prefix) else rest for prefix, rest in arrays
@@ -913,6 +958,23 @@ def _kind(value: Any) -> str:
 def _lcm(a: Fraction, b: Fraction) -> Fraction:
     """The least positive common multiple of two positive rationals."""
     return Fraction(math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator))
+
+
+_PATTERNS: dict[tuple[str, str], Any] = {}
+
+
+def pattern_matches(pattern: str, key: str, pointer: str) -> bool:
+    """Whether the ECMA-262 ``pattern`` finds a match in ``key`` (structgen's own regex engine,
+    so a key is judged exactly as the key automaton judges it)."""
+    from .regex import pattern_to_ir
+    from .regular import matcher
+
+    got = _PATTERNS.get((pattern, pointer))
+    if got is None:
+        if len(_PATTERNS) > 1024:
+            _PATTERNS.clear()
+        got = _PATTERNS[(pattern, pointer)] = matcher(pattern_to_ir(pattern, pointer=pointer, canonical=True))
+    return got(json.dumps(key, ensure_ascii=False)[1:-1].encode())
 
 
 def _array_part(s: dict, ptr: str) -> tuple[list[Part], Part | None]:

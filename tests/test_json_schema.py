@@ -627,3 +627,43 @@ def test_conditionals_dependencies_and_negations_agree_with_jsonschema(schema, t
     for text in texts:
         for spelled in (text, json.dumps(json.loads(text), indent=2)):
             assert accepts(schema, spelled) == validator.is_valid(json.loads(text)), spelled
+
+
+OBJECT_CASES = [
+    ({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+     ['{"x-a":1}', '{"x-a":"s"}', '{"y":1}', "{}"]),
+    ({"type": "object", "properties": {"x-id": {"minimum": 5}}, "patternProperties": {"^x-": {"type": "integer"}}},
+     ['{"x-id":6}', '{"x-id":3}', '{"x-id":6.5}', '{"x-b":1,"z":"q"}', '{"x-b":"q"}']),
+    ({"patternProperties": {"a": {"type": "integer"}, "b": {"minimum": 3}}, "additionalProperties": {"type": "string"}},
+     ['{"ab":4}', '{"ab":2}', '{"a":1.5}', '{"b":2.5}', '{"c":"s"}', '{"c":1}']),
+    ({"propertyNames": {"maxLength": 3}}, ["{}", '{"abc":1}', '{"abcd":1}', '{"a":1,"bcde":2}']),
+    ({"propertyNames": {"pattern": "^a"}, "properties": {"b": {}}}, ['{"b":1}', '{"ab":1}', '{"c":1}']),
+    ({"propertyNames": {"enum": ["x", "y"]}}, ['{"x":1,"y":2}', '{"z":1}']),
+    ({"propertyNames": False}, ["{}", '{"a":1}']),
+    ({"minProperties": 2}, ["{}", '{"a":1}', '{"a":1,"b":2}']),
+    ({"maxProperties": 2, "properties": {"a": {}, "b": {}, "c": {}}},
+     ['{"a":1,"b":2}', '{"a":1,"b":2,"c":3}', '{"a":1,"z":2}', '{"a":1,"b":2,"z":3}']),
+    ({"minProperties": 1, "maxProperties": 1, "properties": {"a": {}, "b": {}}, "additionalProperties": False},
+     ["{}", '{"a":1}', '{"b":1}', '{"a":1,"b":2}']),
+    ({"required": ["a"], "minProperties": 2, "properties": {"a": {}}}, ['{"a":1}', '{"a":1,"x":2}']),
+]
+
+
+@pytest.mark.parametrize("schema,texts", OBJECT_CASES, ids=[json.dumps(s)[:60] for s, _ in OBJECT_CASES])
+def test_object_keywords_agree_with_jsonschema(schema, texts):
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for text in texts:
+        for spelled in (text, json.dumps(json.loads(text), indent=2)):
+            assert accepts(schema, spelled) == validator.is_valid(json.loads(text)), spelled
+
+
+def test_strict_opens_objects_only_where_the_schema_names_keys():
+    schema = {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}}
+    compiled = structgen.compile_json_schema(schema, BYTES, strict=True, whitespace="compact")
+
+    def ok(text):
+        m = compiled.matcher()
+        return all(m.advance(b) for b in text.encode()) and m.can_end()
+    assert ok('{"x-a":1}') and not ok('{"y":1}')
