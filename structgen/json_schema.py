@@ -139,7 +139,9 @@ KEYWORD_NOTES = {
            "flipped, or another type); through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
            "`not: {}` matches nothing (dropped inside `anyOf`, as an optional property: a "
            "forbidden key); any other form refused",
-    "$ref": "`#/json/pointer` (`~0`/`~1`, percent-encoding) and `#anchor` inside the document; "
+    "$ref": "inside the document: resolved against the `$id` base URIs around it (relative paths, "
+            "URNs), then a JSON pointer (`~0`/`~1`, percent-encoding) or an anchor (`$anchor`, "
+            "draft 6/7 `$id: \"#name\"`) in that resource; remote references refused; "
             "recursion without depth limit; keywords beside it apply too (merged as `allOf`, the "
             "2019-09+ reading); in a document declaring drafts 3 to 7, which ignore them, they are refused",
     "minLength": "code points, whatever their JSON spelling; beside `pattern`/`format` a "

@@ -667,3 +667,21 @@ def test_strict_opens_objects_only_where_the_schema_names_keys():
         m = compiled.matcher()
         return all(m.advance(b) for b in text.encode()) and m.can_end()
     assert ok('{"x-a":1}') and not ok('{"y":1}')
+
+
+def test_refs_resolve_against_id_base_uris_inside_the_document():
+    by_id = {"$id": "http://example.com/root.json", "$defs": {"a": {"$id": "nested/a.json", "type": "integer"}},
+             "properties": {"x": {"$ref": "nested/a.json"}, "y": {"$ref": "http://example.com/nested/a.json"}}}
+    assert accepts(by_id, '{"x": 1, "y": 2}') and not accepts(by_id, '{"x": "s"}')
+    urn = {"$id": "urn:uuid:deadbeef-1234-ffff-ffff-4321feebdaed", "$defs": {"s": {"type": "string"}},
+           "$ref": "urn:uuid:deadbeef-1234-ffff-ffff-4321feebdaed#/$defs/s"}
+    assert accepts(urn, '"a"') and not accepts(urn, "1")
+    inner = {"$id": "http://example.com/", "$defs": {"b": {"$id": "b/", "$defs": {"c": {"type": "null"}},
+                                                              "$ref": "#/$defs/c"}}, "$ref": "b/"}
+    assert accepts(inner, "null") and not accepts(inner, "1")  # "#/$defs/c" inside b/, not the root
+    old_anchor = {"$schema": "http://json-schema.org/draft-07/schema#",
+                  "definitions": {"n": {"$id": "#num", "type": "number"}}, "$ref": "#num"}
+    assert accepts(old_anchor, "1.5") and not accepts(old_anchor, '"x"')
+    with pytest.raises(UnsupportedFeatureError, match="outside this document") as info:
+        structgen.compile_json_schema({"$id": "http://example.com/r.json", "$ref": "other.json"}, BYTES)
+    assert info.value.pointer == "/$ref"
