@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from .budget import charge
 from .errors import CompileError
 from .ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq
 
@@ -510,7 +511,10 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
     """
     grammar = grammar.checked()
     names = {n: i for i, (n, _) in enumerate(grammar.rules)}
-    rules = [_compile_rule(n, body, names) for n, body in grammar.rules]
+    rules = []
+    for n, body in grammar.rules:
+        rules.append(_compile_rule(n, body, names))
+        charge(len(rules[-1].trans), n)
     start = names[grammar.start]
     null = _nullable(rules)
     _check_left_recursion(rules, null)

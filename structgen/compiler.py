@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from ._cache import atomic_write_bytes, cache_dir
 from .automaton import GrammarAutomaton, build_automaton
+from .budget import DEFAULT_COMPILE_BUDGET, compile_budget
 from .errors import SchemaError
 from .ir import Grammar
 from .masks import MaskBuilder
@@ -187,6 +188,10 @@ class Compiler:
     disk_cache
         Use the compile cache on disk (default). It is also off while the environment variable
         ``STRUCTGEN_DISK_CACHE`` is ``0`` (read on each compile). The memory cache is always on.
+    budget
+        Work units (automaton states) one compile may take before it stops with a
+        :class:`~structgen.errors.CompileError` naming the schema path it was compiling
+        (:mod:`structgen.budget`); None: no limit.
 
     Example
     -------
@@ -200,16 +205,18 @@ class Compiler:
     True
     """
 
-    def __init__(self, tokenizer: Any, *, disk_cache: bool = True) -> None:
+    def __init__(self, tokenizer: Any, *, disk_cache: bool = True,
+                 budget: int | None = DEFAULT_COMPILE_BUDGET) -> None:
         self.vocabulary = vocabulary_for(tokenizer)
         self.disk_cache = disk_cache
+        self.budget = budget
         self._cache: dict[Grammar, CompiledGrammar] = {}
         self._schemas: dict[str, CompiledGrammar] = {}
 
     def grammar(self, grammar: Grammar, *, source: Any = None) -> CompiledGrammar:
         got = self._cache.get(grammar)
         if got is None:
-            with _gc_paused():
+            with self._compiling():
                 got = CompiledGrammar(grammar, self.vocabulary, source=source)
             self._cache[grammar] = got
         return got
@@ -228,9 +235,9 @@ class Compiler:
                    "lenient": lenient}
         key = _entry_key(schema, options, self.vocabulary.fingerprint)
         if key is None:  # not plain JSON data: no content key, compile (the IR cache still works)
-            with _gc_paused():
+            with self._compiling():
                 grammar, relaxed = translate_schema(schema, **options)
-            return self.grammar(grammar, source=schema).described(schema, relaxed)
+                return self.grammar(grammar, source=schema).described(schema, relaxed)
         got = self._schemas.get(key)
         if got is not None:
             return got.described(schema, got.relaxed)
@@ -243,14 +250,20 @@ class Compiler:
                 compiled = CompiledGrammar._restored(grammar, self.vocabulary, automaton, source=schema)
                 self._cache[grammar] = compiled
         else:
-            with _gc_paused():
+            with self._compiling():
                 grammar, relaxed = translate_schema(schema, **options)
-            compiled = self.grammar(grammar, source=schema)
+                compiled = self.grammar(grammar, source=schema)
             if path is not None:
                 _store_entry(path, key, (grammar, relaxed, compiled.automaton))
         got = compiled.described(schema, relaxed)
         self._schemas[key] = got
         return got
+
+    @contextlib.contextmanager
+    def _compiling(self) -> Iterator[None]:
+        """One compile: under this compiler's work budget, with the cyclic collector paused."""
+        with compile_budget(self.budget), _gc_paused():
+            yield
 
     def _disk_cache_on(self) -> bool:
         return self.disk_cache and os.environ.get(DISK_CACHE_ENV, "1").strip().lower() not in (

@@ -214,12 +214,12 @@ class Grammar:
             raise GrammarError(f"rule '{dup}' is defined twice")
         defined = set(names)
         for name, body in self.rules:
-            for node in _nodes(body):
+            for node in nodes(body):
                 if isinstance(node, Ref) and node.name not in defined:
                     raise GrammarError(f"rule '{name}' refers to undefined rule '{node.name}'")
                 if isinstance(node, Counted) and node is not body:
                     raise GrammarError(f"rule '{name}': a counted repeat must be a whole rule body")
-                if isinstance(node, Counted) and any(isinstance(x, Ref) for x in _nodes(node.item)):
+                if isinstance(node, Counted) and any(isinstance(x, Ref) for x in nodes(node.item)):
                     raise GrammarError(f"rule '{name}': a counted item must not refer to other rules")
         return self
 
@@ -227,13 +227,14 @@ class Grammar:
         return "\n".join(f"{n} ::= {b}" for n, b in self.rules)
 
 
-def _nodes(e: Expr):
+def nodes(e: Expr):
+    """``e`` and every expression inside it, depth first."""
     yield e
     if isinstance(e, (Seq, Alt)):
         for x in e.items:
-            yield from _nodes(x)
+            yield from nodes(x)
     elif isinstance(e, (Repeat, Counted)):
-        yield from _nodes(e.item)
+        yield from nodes(e.item)
 
 
 def _paren(e: Expr) -> str:

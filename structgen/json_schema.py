@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Iterator, Literal
 
+from .budget import BudgetExceededError, describe_with, place
 from .errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
-from .ir import ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, seq
+from .ir import ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, nodes, alt, seq
 from .json_text import JSON_CHAR, char_encodings, spellings, string_literal
 from .formats import FORMAT_PATTERNS, GENERATION_PATTERNS
 from .numbers import Bounds, bounded_number_ir, number_ir
@@ -326,7 +327,7 @@ class _Converter:
             name = name[:48] + "_" + hashlib.sha1(text.encode()).hexdigest()[:10]
         while name in self.rules:
             name += "_"
-        with self.undo_on_error():
+        with self.undo_on_error(), place(f"'{text or '/'}'"):
             self.by_pointer[key] = name
             self.rules[name] = Seq(())  # reserved: recursion may refer to it before it is built
             self.rules[name] = build()
@@ -491,16 +492,14 @@ class _Converter:
         def checked(operation, *exprs: Expr) -> Expr:  # regular.intersect or regular.difference
             try:
                 return operation(*exprs, what=what)
+            except BudgetExceededError:
+                raise
             except CompileError as err:
                 raise UnsupportedFeatureError(keyword, pointer=ptr,
                                               hint=f"{err}: the pattern, format and lengths together "
                                                    "are too large an automaton") from err
 
-        if not pieces:
-            content: Expr = Repeat(char, lo, hi)
-            lo, hi = 0, None
-        else:
-            content = pieces[0] if len(pieces) == 1 else checked(intersect, *pieces)
+        content = Repeat(char, 0, None) if not pieces else pieces[0] if len(pieces) == 1 else checked(intersect, *pieces)
         if lo or hi is not None:
             # Lengths the pattern implies anyway need no counter (a char takes 1+ bytes).
             shortest, longest = regular.length_range(content)
@@ -518,7 +517,7 @@ class _Converter:
                             f"a length of {max(lo, hi or 0)} beside a pattern or format would need an "
                             f"automaton of about {size} states (limit {regular.DEFAULT_STATE_LIMIT})")
             else:
-                content = checked(intersect, content, Repeat(char, lo, hi))
+                content = checked(lambda e, what: regular.with_length(e, char, lo, hi, what=what), content)
         if excluded:
             content = checked(difference, content, alt(*(spellings(v) for v in excluded)))
         if isinstance(content, Fsm) and not content.accept:
@@ -633,8 +632,23 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
     """
     conv = _Converter(schema, whitespace, strict, canonical, lenient)
     conv.convert(schema, "")
+    describe_with(_rule_places(conv))
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
+
+
+def _rule_places(conv: _Converter) -> Callable[[str], str]:
+    """How a compile budget names a rule: the schema path it was built for, or for a helper
+    rule (an object's tails, a string automaton) the path of the first schema rule using it."""
+    places = {name: key if isinstance(key, str) else " & ".join(key) for key, name in conv.by_pointer.items()}
+    todo = list(places)
+    while todo:
+        name = todo.pop(0)
+        for node in nodes(conv.rules.get(name, Seq(()))):
+            if isinstance(node, Ref) and node.name not in places:
+                places[node.name] = places[name]
+                todo.append(node.name)
+    return lambda name: f"'{places[name] or '/'}'" if name in places else name
 
 
 def keyword_table() -> str:

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from .budget import charge
 from .errors import SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from .ir import Expr, Lit, Ref, Repeat, Seq, alt, seq
 from .schema_merge import Conj, Merged, Part, json_equal
@@ -237,6 +238,7 @@ def _automaton(cv: "_Converter", m: Merged, classes: list[list[tuple[Expr, bool,
                                           hint=f"counting it needs over {MAX_ARRAY_STATES} states")
         edges[s] = list(moves(s))
         todo.extend(t for _, t in edges[s] if t not in edges)
+    charge(len(edges), m.pointer)
     live = {s for s in edges if accepting(s)}
     changed = True
     while changed:

@@ -34,6 +34,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
+from .budget import BudgetExceededError
 from .errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from .ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, alt, seq
 from .json_text import JSON_CHAR, char_encodings, spellings
@@ -139,7 +140,7 @@ def _extra_member(cv: "_Converter", m: Merged, defined: set[str], names: Expr | 
             raise UnsupportedFeatureError("patternProperties", pointer=where, hint=err.hint) from err
     base: list[Expr] = []
     if defined:
-        base.append(difference(anything, alt(*(spellings(k) for k in defined)), what="the additional keys"))
+        base.append(difference(anything, alt(*(spellings(k) for k in defined)), what=f"the additional keys at {m.pointer or '/'}"))
     if names is not None:
         base.append(names)
     options: list[Expr] = []
@@ -152,10 +153,12 @@ def _extra_member(cv: "_Converter", m: Merged, defined: set[str], names: Expr | 
             continue
         pieces = [languages[p] for p in inside] + base
         if outside:
-            pieces.append(difference(anything, alt(*(languages[p] for p in outside)), what="the additional keys"))
+            pieces.append(difference(anything, alt(*(languages[p] for p in outside)), what=f"the additional keys at {m.pointer or '/'}"))
         try:
             key = (anything if not pieces else pieces[0] if len(pieces) == 1
-                   else intersect(*pieces, what="the additional keys"))
+                   else intersect(*pieces, what=f"the additional keys at {m.pointer or '/'}"))
+        except BudgetExceededError:
+            raise
         except CompileError as err:
             raise UnsupportedFeatureError("patternProperties", pointer=m.pointer, hint=str(err)) from err
         if isinstance(key, Fsm) and not key.accept:

@@ -685,3 +685,60 @@ def test_refs_resolve_against_id_base_uris_inside_the_document():
     with pytest.raises(UnsupportedFeatureError, match="outside this document") as info:
         structgen.compile_json_schema({"$id": "http://example.com/r.json", "$ref": "other.json"}, BYTES)
     assert info.value.pointer == "/$ref"
+
+
+# -- recursion without a depth limit: trees, expression ASTs, linked lists
+
+AST = {
+    "$defs": {"expr": {"oneOf": [
+        {"type": "object", "properties": {"num": {"type": "number"}}, "required": ["num"],
+         "additionalProperties": False},
+        {"type": "object", "properties": {"op": {"enum": ["+", "-", "*", "/"]},
+                                          "left": {"$ref": "#/$defs/expr"}, "right": {"$ref": "#/$defs/expr"}},
+         "required": ["op", "left", "right"], "additionalProperties": False},
+    ]}},
+    "$ref": "#/$defs/expr",
+}
+LINKED_LIST = {"$defs": {"list": {"anyOf": [
+    {"type": "null"},
+    {"type": "object", "properties": {"head": {"type": "integer"}, "tail": {"$ref": "#/$defs/list"}},
+     "required": ["head", "tail"], "additionalProperties": False}]}},
+    "$ref": "#/$defs/list"}
+
+
+def _ast(depth: int, op: str = "+"):
+    if depth == 0:
+        return {"num": 1.5}
+    return {"op": op if depth != 3 else "*", "left": _ast(depth - 1, op), "right": {"num": depth}}
+
+
+def _linked(n: int):
+    value = None
+    for i in range(n):
+        value = {"head": i, "tail": value}
+    return value
+
+
+def _tree(depth: int, leaf):
+    value = {"v": leaf}
+    for i in range(depth):
+        value = {"v": i, "kids": [{"v": -i}, value]}
+    return value
+
+
+@pytest.mark.parametrize("schema,value,valid", [
+    (TREE, _tree(20, 0), True),
+    (TREE, _tree(20, "deep"), False),           # a wrong type 20 levels down
+    (TREE, {"kids": [_tree(19, 0)]}, False),    # the root lacks "v"
+    (AST, _ast(6), True),
+    (AST, _ast(6, "%"), False),                  # an unknown operator at every level
+    (AST, {"op": "+", "left": _ast(5), "right": {"num": 1, "op": "-"}}, False),  # num with op
+    (LINKED_LIST, _linked(30), True),
+    (LINKED_LIST, {"head": 0, "tail": {"head": "x", "tail": None}}, False),
+])
+def test_recursive_schemas_accept_deep_values_and_reject_malformed_ones(schema, value, valid):
+    import jsonschema
+
+    assert jsonschema.Draft202012Validator(schema).is_valid(value) is valid  # the oracle agrees
+    assert accepts(schema, json.dumps(value, indent=2)) is valid
+    assert accepts(schema, json.dumps(value, separators=(",", ":")), whitespace="compact") is valid

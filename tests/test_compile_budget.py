@@ -1,0 +1,42 @@
+"""The compile budget: work counted in automaton states, deterministic, naming the schema path."""
+
+from __future__ import annotations
+
+import pytest
+
+import structgen
+from structgen.budget import BudgetExceededError, DEFAULT_COMPILE_BUDGET
+from structgen.vocab import Vocabulary
+
+BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
+
+# An unanchored pattern whose DFA must remember the last 11 characters: about 2**11 states.
+BLOWUP = {"type": "object", "properties": {
+    "name": {"type": "string"},
+    "code": {"type": "string", "pattern": "x(a|b)*a(a|b){10}"},
+}}
+
+
+def test_exceeding_the_budget_names_the_schema_path_and_is_deterministic():
+    messages = []
+    for _ in range(2):
+        with pytest.raises(BudgetExceededError) as info:
+            structgen.Compiler(BYTES, disk_cache=False, budget=2_000).json_schema(BLOWUP)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert "/properties/code" in messages[0] and "of 2000" in messages[0]
+    assert isinstance(info.value, structgen.CompileError)
+
+
+def test_the_default_budget_compiles_it_and_none_means_no_limit():
+    assert DEFAULT_COMPILE_BUDGET >= 100_000
+    for budget in (DEFAULT_COMPILE_BUDGET, None):
+        m = structgen.Compiler(BYTES, disk_cache=False, budget=budget).json_schema(BLOWUP).matcher()
+        assert all(m.advance(b) for b in b'{"code": "xa' + b"b" * 10 + b'"}') and m.can_end()
+
+
+def test_a_compiler_recovers_after_running_out():
+    compiler = structgen.Compiler(BYTES, disk_cache=False, budget=2_000)
+    with pytest.raises(BudgetExceededError):
+        compiler.json_schema(BLOWUP)
+    assert compiler.json_schema({"type": "integer"}).matcher().advance(ord("7"))  # a fresh budget
