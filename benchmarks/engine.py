@@ -235,6 +235,9 @@ class StructgenEngine(Engine):
     name = package = "structgen"
 
     def __init__(self, tokenizer: Any, whitespace: str) -> None:
+        import jsonschema  # noqa: F401 - set-up, as the peers' imports: structgen checks enum
+        # values against sibling keywords with it, and with the format extras installed its
+        # first import takes ~1.3 s, which would otherwise land on the first such schema
         import structgen
 
         super().__init__(tokenizer, whitespace)
