@@ -189,6 +189,68 @@ def select(sources: tuple[str, ...], per_source: int, *, max_chars: int = 120,
     return tuple(out)
 
 
+def keywords_in(schema: Any) -> set[str]:
+    """The JSON Schema keywords used anywhere in ``schema`` (values under enum/const/default/
+    examples and the names under properties-like maps are not keywords)."""
+    found: set[str] = set()
+    maps = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+    def walk(node: Any, is_map: bool = False) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if is_map:
+                    walk(v)
+                    continue
+                found.add(k)
+                if k not in ("enum", "const", "default", "examples"):
+                    walk(v, k in maps)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    return found
+
+
+@functools.cache
+def select_by_keywords(keywords: tuple[str, ...], per_keyword: int, *, max_chars: int = 120,
+                       max_schema_size: int = 20_000) -> tuple[Case, ...]:
+    """Up to ``per_keyword`` schemas using each of ``keywords`` (any source), deterministic.
+
+    The same qualification as :func:`select` (a short valid instance, a small file, compiled by
+    structgen in both whitespace modes); per keyword, candidates in :func:`stable_hash` order, a
+    schema counted once for the first keyword that takes it.
+    """
+    pools: dict[str, list] = {k: [] for k in keywords}
+    for row in iter_rows():
+        tests = row.get("tests") or []
+        valid = tuple(t["data"] for t in tests if t["valid"])
+        if not valid or row.get("meta", {}).get("full_size", 0) > max_schema_size:
+            continue
+        if min(len(compact(d).encode("utf-8")) for d in valid) > max_chars:
+            continue
+        used = keywords_in(row["schema"])
+        for k in keywords:
+            if k in used:
+                pools[k].append((stable_hash(row["name"]), row["name"], row["schema"], valid,
+                                 tuple(t["data"] for t in tests if not t["valid"])))
+    out: list[Case] = []
+    taken: set[str] = set()
+    for k in keywords:
+        count = 0
+        for _h, name, schema, valid, invalid in sorted(pools[k], key=lambda c: (c[0], c[1])):
+            if count == per_keyword:
+                break
+            if name in taken or not _compiles(schema):
+                continue
+            taken.add(name)
+            out.append(Case(name, source_of(name), schema,
+                            tuple(schema_order(d, schema) for d in valid),
+                            tuple(schema_order(d, schema) for d in invalid)))
+            count += 1
+    return tuple(out)
+
+
 @functools.cache
 def disagreeing_schemas() -> frozenset[str]:
     """Schemas whose labels python-jsonschema disagrees with (it does not assert ``format``)."""

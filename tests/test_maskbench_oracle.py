@@ -80,6 +80,23 @@ def _gemma_names(cases: tuple[mb.Case, ...]) -> set[str]:
     return names
 
 
+#: Keywords of the structures issue: schemas using them are walked too, beside the per-source
+#: sample (which is drawn before looking at keywords and so holds few of them).
+STRUCTURE_KEYWORDS = (
+    "prefixItems", "minItems", "maxItems", "contains", "uniqueItems", "patternProperties",
+    "propertyNames", "minProperties", "maxProperties", "allOf", "oneOf", "not", "if",
+    "dependentRequired", "dependencies", "$id",
+)
+
+
+def _keyword_cases() -> tuple[mb.Case, ...]:
+    if not mb.available():
+        return ()
+    sampled = {c.name for c in _cases(INVALID_PER_SOURCE)}
+    return tuple(c for c in mb.select_by_keywords(STRUCTURE_KEYWORDS, 2, max_chars=MAX_CHARS)
+                 if c.name not in sampled)
+
+
 def _walk_params() -> list:
     params = []
     cases = _cases(SMOL_PER_SOURCE)
@@ -89,13 +106,22 @@ def _walk_params() -> list:
         for tok in toks:
             for mode, _ser, _ws in MODES:
                 params.append(pytest.param(case, tok, mode, id=f"{case.name}-{tok}-{mode}"))
+    for case in _keyword_cases():  # both tokenizers; Gemma compact only (its brute force is dear)
+        for tok, modes in (("smollm2", [m for m, _, _ in MODES]), ("gemma", ["compact"])):
+            for mode in modes:
+                params.append(pytest.param(case, tok, mode, id=f"{case.name}-{tok}-{mode}"))
     return params
+
+
+def test_structure_keywords_are_walked():
+    used = {k for c in _keyword_cases() for k in mb.keywords_in(c.schema)} & set(STRUCTURE_KEYWORDS)
+    assert len(used) >= 8, sorted(used)
 
 
 def _invalid_params() -> list:
     params = []
     skip = mb.disagreeing_schemas() if mb.available() else frozenset()
-    for case in _cases(INVALID_PER_SOURCE):
+    for case in _cases(INVALID_PER_SOURCE) + _keyword_cases():
         if case.name in skip:
             continue
         for i, data in enumerate(case.invalid):
