@@ -630,11 +630,27 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
     UnsupportedFeatureError
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
+    _check_keys(schema)
     conv = _Converter(schema, whitespace, strict, canonical, lenient)
     conv.convert(schema, "")
     describe_with(_rule_places(conv))
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
+
+
+def _check_keys(schema: Any) -> None:
+    """A schema given as Python data must be JSON: an object key that is not a string is a
+    SchemaError naming where it is (JSON text can only spell string keys)."""
+    todo = [(schema, "")]
+    while todo:
+        node, ptr = todo.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    raise SchemaError(f"object keys must be strings, not {key!r}", pointer=ptr)
+                todo.append((value, _join(ptr, key)))
+        elif isinstance(node, (list, tuple)):
+            todo.extend((v, _join(ptr, i)) for i, v in enumerate(node))
 
 
 def _rule_places(conv: _Converter) -> Callable[[str], str]:

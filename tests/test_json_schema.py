@@ -742,3 +742,13 @@ def test_recursive_schemas_accept_deep_values_and_reject_malformed_ones(schema, 
     assert jsonschema.Draft202012Validator(schema).is_valid(value) is valid  # the oracle agrees
     assert accepts(schema, json.dumps(value, indent=2)) is valid
     assert accepts(schema, json.dumps(value, separators=(",", ":")), whitespace="compact") is valid
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    ({"type": "object", "properties": {1: {"type": "string"}}}, "/properties"),
+    ({"enum": [{"a": {2: 3}}]}, "/enum/0/a"),
+])
+def test_non_string_keys_in_a_python_schema_are_schema_errors(schema, pointer):
+    with pytest.raises(SchemaError, match="keys must be strings") as info:
+        structgen.compile_json_schema(schema, BYTES)
+    assert info.value.pointer == pointer
