@@ -317,6 +317,17 @@ class _Converter:
             return self.convert(conj.parts[0].schema, conj.parts[0].pointer)
         return self.named(conj.key, lambda: self.conjunction(conj))
 
+    def position_or_none(self, conj: Conj) -> Ref | None:
+        """:meth:`position`, or None when no value can be there (a property that must be left
+        out, an array position past the end)."""
+        try:
+            with self.undo_on_error():
+                return self.position(conj)
+        except SchemaError as err:
+            if not is_no_value(err):
+                raise
+            return None
+
     def named(self, key: str | tuple[str, ...], build: Callable[[], Expr]) -> Ref:
         name = self.by_pointer.get(key)
         if name is not None:

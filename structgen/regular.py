@@ -21,7 +21,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from .budget import charge
 from .errors import CompileError
@@ -94,14 +94,9 @@ def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DE
     """
     (ta, aa), (tc, ac) = _dfa(e), _dfa(char)
     cap = hi if hi is not None else lo  # without an upper bound, counts past lo behave alike
-    index = {(0, 0, 0): 0}
-    order = [(0, 0, 0)]
-    trans: list[dict[int, int]] = []
-    i = 0
-    while i < len(order):
-        p, c, n = order[i]
-        i += 1
-        row: dict[int, int] = {}
+
+    def step(state: tuple[int, int, int]):
+        p, c, n = state
         for byte, p2 in ta[p].items():
             c2 = tc[c].get(byte)
             if c2 is None:
@@ -111,17 +106,9 @@ def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DE
                 c2, n2 = 0, min(n + 1, cap) if hi is None else n + 1
                 if hi is not None and n2 > hi:
                     continue
-            key = (p2, c2, n2)
-            t = index.get(key)
-            if t is None:
-                if len(order) >= limit:
-                    raise CompileError(f"{what}: the automaton exceeds {limit} states")
-                t = index[key] = len(order)
-                order.append(key)
-                if not t & 255:
-                    charge(256 * PRODUCT_STATE_UNITS, what)
-            row[byte] = t
-        trans.append(row)
+            yield byte, (p2, c2, n2)
+
+    trans, order = _explore((0, 0, 0), step, limit, what)
     # Not minimized: the counts are distinct states anyway (exactness needs them), and Moore
     # refinement takes one pass per count to find that out.
     return _as_fsm(*_trim(trans, [aa[p] and c == 0 and n >= lo for p, c, n in order]))
@@ -136,26 +123,13 @@ def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str 
     [False, False, True, True, True]
     """
     (ta, aa), (tb, ab) = _dfa(a), _dfa(b)
-    index = {(0, 0): 0}
-    order = [(0, 0)]
-    trans: list[dict[int, int]] = []
-    i = 0
-    while i < len(order):
-        p, q = order[i]  # q == -1: b can no longer match
-        i += 1
-        row: dict[int, int] = {}
+
+    def step(state: tuple[int, int]):
+        p, q = state  # q == -1: b can no longer match
         for byte, p2 in ta[p].items():
-            key = (p2, tb[q].get(byte, -1) if q >= 0 else -1)
-            t = index.get(key)
-            if t is None:
-                if len(order) >= limit:
-                    raise CompileError(f"{what}: the automaton exceeds {limit} states")
-                t = index[key] = len(order)
-                order.append(key)
-                if not t & 255:  # as it grows, so a budget stops a large product early
-                    charge(256 * PRODUCT_STATE_UNITS, what)
-            row[byte] = t
-        trans.append(row)
+            yield byte, (p2, tb[q].get(byte, -1) if q >= 0 else -1)
+
+    trans, order = _explore((0, 0), step, limit, what)
     accept = [aa[p] and not (q >= 0 and ab[q]) for p, q in order]
     trans, accept = _trim(trans, accept)
     if len(trans) <= MINIMIZE_UP_TO:
@@ -228,32 +202,44 @@ def matcher(e: Expr) -> "Callable[[bytes], bool]":
     return match
 
 
-def _product(a: _Dfa, b: _Dfa, limit: int, what: str) -> _Dfa:
-    (ta, aa), (tb, ab) = a, b
-    index = {(0, 0): 0}
-    order = [(0, 0)]
+def _explore(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tuple[list[dict[int, int]], list]:
+    """The DFA reachable from ``start`` when ``step(state)`` yields its ``(byte, next state)``
+    pairs: transition rows and the states in discovery order (state 0 is ``start``). Raises
+    :class:`~structgen.errors.CompileError` past ``limit`` states; charges the compile budget
+    as it grows, so a budget stops a large product early."""
+    index = {start: 0}
+    order = [start]
     trans: list[dict[int, int]] = []
     i = 0
     while i < len(order):
-        p, q = order[i]
-        i += 1
         row: dict[int, int] = {}
-        rb = tb[q]
-        for byte, p2 in ta[p].items():
-            q2 = rb.get(byte)
-            if q2 is None:
-                continue
-            key = (p2, q2)
+        for byte, key in step(order[i]):
             t = index.get(key)
             if t is None:
                 if len(order) >= limit:
                     raise CompileError(f"{what}: the automaton exceeds {limit} states")
                 t = index[key] = len(order)
                 order.append(key)
-                if not t & 255:  # as it grows, so a budget stops a large product early
+                if not t & 255:
                     charge(256 * PRODUCT_STATE_UNITS, what)
             row[byte] = t
         trans.append(row)
+        i += 1
+    return trans, order
+
+
+def _product(a: _Dfa, b: _Dfa, limit: int, what: str) -> _Dfa:
+    (ta, aa), (tb, ab) = a, b
+
+    def step(state: tuple[int, int]):
+        p, q = state
+        rb = tb[q]
+        for byte, p2 in ta[p].items():
+            q2 = rb.get(byte)
+            if q2 is not None:
+                yield byte, (p2, q2)
+
+    trans, order = _explore((0, 0), step, limit, what)
     return trans, [aa[p] and ab[q] for p, q in order]
 
 

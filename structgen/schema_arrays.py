@@ -36,7 +36,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .budget import charge
-from .errors import SchemaError, UnsupportedFeatureError, is_no_value, no_value
+from .errors import SchemaError, UnsupportedFeatureError, no_value
 from .ir import Expr, Lit, Ref, Repeat, Seq, alt, seq
 from .schema_merge import Conj, Merged, Part, json_equal
 
@@ -58,8 +58,8 @@ def array_expr(cv: "_Converter", m: Merged) -> Expr:
     lo, hi = m.min_items, m.max_items
     if hi is not None and hi < lo:
         raise no_value(SchemaError("maxItems is below minItems: no array fits", pointer=m.max_items_pointer))
-    positions = [_place(cv, conj) for conj in m.prefix]
-    rest = _place(cv, m.items if m.items is not None else Conj())
+    positions = [cv.position_or_none(conj) for conj in m.prefix]
+    rest = cv.position_or_none(m.items if m.items is not None else Conj())
     # the most elements there can be: past an impossible position, or the prefix without a rest
     longest = hi
     for i, place in enumerate(positions + [rest]):
@@ -85,17 +85,6 @@ def array_expr(cv: "_Converter", m: Merged) -> Expr:
         if classes is not None:
             return _automaton(cv, m, classes, lo, longest)
     return _counted(cv, positions, rest, lo, longest)
-
-
-def _place(cv: "_Converter", conj: Conj) -> Ref | None:
-    """The rule for one element position, or None when no value can be there."""
-    try:
-        with cv.undo_on_error():
-            return cv.position(conj)
-    except SchemaError as err:
-        if not is_no_value(err):
-            raise
-        return None
 
 
 def _counted(cv: "_Converter", positions: list[Ref | None], rest: Ref | None, lo: int,
@@ -142,7 +131,7 @@ def _contains_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
         options = []
         for extra, matches in ((part, True), (negated, False)):
             try:
-                ref = _place(cv, Conj(base + (extra,)))
+                ref = cv.position_or_none(Conj(base + (extra,)))
             except UnsupportedFeatureError as err:
                 cv.refuse("contains", part.pointer,
                           f"the items that do not match contains cannot be described exactly ({err.hint})")

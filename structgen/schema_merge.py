@@ -314,18 +314,7 @@ class Merger:
             terms: list[_Term] = [()]
             for part in conj.parts:
                 terms = self._product(terms, self._dnf(part, ()), "allOf", part.pointer)
-            out: list[Merged] = []
-            errors: list[SchemaError] = []
-            for term in terms:
-                try:
-                    out += self._resolve(term)
-                except SchemaError as err:
-                    if not is_no_value(err):
-                        raise
-                    errors.append(err)
-            if not out:
-                raise errors[0]
-            self._memo[key] = out
+            self._memo[key] = self._either([lambda t=t: self._resolve(t) for t in terms])
         return self._memo[key]
 
     def is_empty(self, conj: Conj) -> bool:
@@ -360,17 +349,8 @@ class Merger:
             terms = self._product(terms, self._dnf(Part(sub, join_pointer(ptr, "allOf", i)), stack),
                                   "allOf", join_pointer(ptr, "allOf"))
         if "anyOf" in schema:
-            branches: list[_Term] = []
-            errors: list[SchemaError] = []
-            for i, sub in enumerate(_schema_list(schema, "anyOf", ptr)):
-                try:
-                    branches += self._dnf(Part(sub, join_pointer(ptr, "anyOf", i)), stack)
-                except SchemaError as err:
-                    if not is_no_value(err):
-                        raise
-                    errors.append(err)
-            if not branches:
-                raise errors[0]
+            branches = self._either([lambda i=i, sub=sub: self._dnf(Part(sub, join_pointer(ptr, "anyOf", i)), stack)
+                                     for i, sub in enumerate(_schema_list(schema, "anyOf", ptr))])
             terms = self._product(terms, branches, "anyOf", join_pointer(ptr, "anyOf"))
         if "oneOf" in schema:
             _schema_list(schema, "oneOf", ptr)
@@ -385,9 +365,10 @@ class Merger:
                                   "not", join_pointer(ptr, "not"))
         return terms
 
-    def _either(self, options: list[Callable[[], list[_Term]]]) -> list[_Term]:
-        """The union of the options' terms, leaving out those no value satisfies."""
-        out: list[_Term] = []
+    def _either(self, options: list[Callable[[], list]], nothing: SchemaError | None = None) -> list:
+        """The union of what the options give (terms, merged alternatives), leaving out those no
+        value satisfies; when none is left, the first such error (or ``nothing``)."""
+        out: list = []
         errors: list[SchemaError] = []
         for option in options:
             try:
@@ -397,7 +378,7 @@ class Merger:
                     raise
                 errors.append(err)
         if not out:
-            raise errors[0]
+            raise errors[0] if errors else nothing
         return out
 
     def _conditional(self, schema: dict, ptr: str, stack: tuple[str, ...]) -> list[_Term]:
@@ -517,17 +498,7 @@ class Merger:
                                           "not", ptr)
                 return terms
             pieces.append(none_of)
-        out: list[_Term] = []
-        errors: list[SchemaError] = []
-        for piece in pieces:
-            try:
-                out += piece()
-            except SchemaError as err:
-                if not is_no_value(err):
-                    raise
-                errors.append(err)
-        if not out:
-            raise errors[0] if errors else everything
+        out = self._either(pieces, nothing=everything)
         if len(out) > MAX_ALTERNATIVES:
             raise UnsupportedFeatureError("not", pointer=ptr, hint=f"the negation has {len(out)} alternatives "
                                                                     f"(limit {MAX_ALTERNATIVES})")

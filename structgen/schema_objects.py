@@ -70,12 +70,11 @@ def object_expr(cv: "_Converter", m: Merged) -> Expr:
                 raise no_value(SchemaError(f"required key {key!r} fails propertyNames",
                                            pointer=m.property_names[0].pointer))
             continue  # forbidden: it is also outside every additional key's language
-        try:
-            with cv.undo_on_error():
-                members.append((key, cv.position(m.value_at(key)), required))
-        except SchemaError as err:
-            if not is_no_value(err) or required:
-                raise
+        # a required key that can have no value: no object (the error says why); an optional one
+        # is left out
+        value = cv.position(m.value_at(key)) if required else cv.position_or_none(m.value_at(key))
+        if value is not None:
+            members.append((key, value, required))
     extra = _extra_member(cv, m, set(keys), names)
     lo, hi = m.min_properties, m.max_properties
     if hi is not None and hi < lo:
@@ -182,7 +181,7 @@ def _additional_value(cv: "_Converter", m: Merged) -> Ref | None:
         return None
     if not conj.parts:
         return cv.convert(True, join_pointer(m.pointer, "additionalProperties"))
-    return _value(cv, conj)
+    return cv.position_or_none(conj)
 
 
 def _region_value(cv: "_Converter", m: Merged, inside: list[str]) -> Ref | None:
@@ -192,17 +191,7 @@ def _region_value(cv: "_Converter", m: Merged, inside: list[str]) -> Ref | None:
     for rules, extra in m.key_rules:
         mine = [sub for p, sub in rules if p in inside]
         parts += mine if mine else ([extra] if extra is not None else [])
-    return _value(cv, Conj(tuple(parts)))
-
-
-def _value(cv: "_Converter", conj: Conj) -> Ref | None:
-    try:
-        with cv.undo_on_error():
-            return cv.position(conj)
-    except SchemaError as err:
-        if not is_no_value(err):
-            raise
-        return None
+    return cv.position_or_none(Conj(tuple(parts)))
 
 
 def key_except(cv: "_Converter", defined: set[str]) -> Expr:
