@@ -571,30 +571,28 @@ class Merger:
         ptr = one.part.pointer
         branches = {j: Part(one.part.schema["oneOf"][j], join_pointer(ptr, "oneOf", j)) for j, _ in groups}
         merged = dict(groups)
-        out: list[Merged] = []
+
+        def only(j: int) -> list[Merged]:  # branch j and none of those it may overlap
+            terms = self._dnf(branches[j], one.stack)
+            for k in branches:
+                if k != j and not all(self.disjoint(x, y) for x in merged[j] for y in merged[k]):
+                    terms = self._product(terms, self._negate(branches[k], one.stack), "oneOf",
+                                          join_pointer(ptr, "oneOf"))
+            return self._either([lambda t=t: self._resolve(rest + t) for t in terms])
+
+        nothing = no_value(SchemaError("no value satisfies exactly one oneOf branch", pointer=join_pointer(ptr, "oneOf")))
         refuse, self.refuse = self.refuse, _raise_refusal  # a negation that is not exact: give up
         try:
-            for j in branches:
-                terms = self._dnf(branches[j], one.stack)
-                for k in branches:
-                    if k != j and not all(self.disjoint(x, y) for x in merged[j] for y in merged[k]):
-                        terms = self._product(terms, self._negate(branches[k], one.stack), "oneOf",
-                                              join_pointer(ptr, "oneOf"))
-                for t in terms:
-                    try:
-                        out += self._resolve(rest + t)
-                    except SchemaError as err:
-                        if not is_no_value(err):
-                            raise
-        except UnsupportedFeatureError:
-            return None
+            # a branch left empty (it lies inside another) is dropped, the others still count
+            out = self._either([lambda j=j: only(j) for j in branches], nothing=nothing)
         except SchemaError as err:
             if not is_no_value(err):
+                if isinstance(err, UnsupportedFeatureError):
+                    return None
                 raise
+            raise nothing from err
         finally:
             self.refuse = refuse
-        if not out:
-            raise no_value(SchemaError("no value satisfies exactly one oneOf branch", pointer=join_pointer(ptr, "oneOf")))
         if len(out) > MAX_ALTERNATIVES:
             raise UnsupportedFeatureError("oneOf", pointer=join_pointer(ptr, "oneOf"),
                                           hint=f"distributing it gives {len(out)} alternatives (limit {MAX_ALTERNATIVES})")

@@ -606,6 +606,9 @@ COMBINATOR_CASES = [
     ({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
      ['{"a":1}', '{"b":1}', '{"a":1,"b":2}', "{}"]),
     ({"oneOf": [{"type": "string", "minLength": 2}, {"type": "string", "maxLength": 4}]}, ['"a"', '"abc"', '"abcdef"']),
+    # a branch inside another is empty once the other is negated: dropped, the rest still count
+    ({"oneOf": [{"type": "number"}, {}]}, ["1", '"a"', "null"]),
+    ({"oneOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]}, ["1", "1.5", '"a"', "null"]),
 ]
 
 
