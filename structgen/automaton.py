@@ -96,6 +96,7 @@ class RuleAutomaton:
     max: int | None = None
     guard: Guard | None = None
     item_digest: str = ""
+    item_calls: bool = False  # a counted item that calls other rules (an array element)
 
 
 @dataclass
@@ -275,7 +276,7 @@ def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton
         _RULES[body] = cached
     calls = [tuple((names[c], t) for c, t in qc) for qc in cached.calls]  # type: ignore[index]
     return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min,
-                         cached.max, cached.guard, cached.item_digest)
+                         cached.max, cached.guard, cached.item_digest, cached.item_calls)
 
 
 def _compile_body(name: str, body: Expr) -> RuleAutomaton:
@@ -285,10 +286,13 @@ def _compile_body(name: str, body: Expr) -> RuleAutomaton:
         item = RuleAutomaton(name, cached.trans, cached.calls, cached.accept)
         if item.accept[0]:
             raise CompileError(f"counted rule '{name}': the item must not match the empty string")
-        if any(item.accept[q] and item.trans[q] for q in range(len(item.trans))):
+        if any(item.accept[q] and (item.trans[q] or item.calls[q]) for q in range(len(item.trans))):
             raise CompileError(f"counted rule '{name}': the item must be prefix-free "
                                "(no complete item may continue into a longer one)")
         item.counted, item.min, item.max = True, body.min, body.max
+        item.item_calls = any(item.calls)
+        if body.exclude and item.item_calls:
+            raise CompileError(f"counted rule '{name}': excluded words need an item without calls")
         item.guard = Guard.build(body.exclude) if body.exclude else None
         item.item_digest = _digest(body.item)
         return item
@@ -309,6 +313,10 @@ def _nullable(rules: list[RuleAutomaton]) -> list[bool]:
                 continue
             if _state_nullable(r, 0, null, set()):
                 null[i] = changed = True
+    for i, r in enumerate(rules):
+        if r.item_calls and _state_nullable(r, 0, null, set()):
+            raise CompileError(f"counted rule '{r.name}': an item may read nothing (through the "
+                               "rules it calls); each item must read at least one byte")
     return null
 
 
@@ -322,17 +330,16 @@ def _state_nullable(r: RuleAutomaton, q: int, null: list[bool], seen: set[int]) 
 def _check_left_recursion(rules: list[RuleAutomaton], null: list[bool]) -> None:
     # Edge r -> c when r can call c before reading any byte.
     graph: list[set[int]] = []
-    for r in rules:
+    for r in rules:  # a counted rule's later items come after bytes: only its first item counts
         succ: set[int] = set()
-        if not r.counted:
-            todo, seen = [0], {0}
-            while todo:
-                q = todo.pop()
-                for c, t in r.calls[q]:
-                    succ.add(c)
-                    if null[c] and t not in seen:
-                        seen.add(t)
-                        todo.append(t)
+        todo, seen = [0], {0}
+        while todo:
+            q = todo.pop()
+            for c, t in r.calls[q]:
+                succ.add(c)
+                if null[c] and t not in seen:
+                    seen.add(t)
+                    todo.append(t)
         graph.append(succ)
     color = [0] * len(rules)
 
@@ -398,9 +405,6 @@ def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
     first = [set() for _ in rules]
     into_first: list[set[int]] = [set() for _ in rules]  # c -> rules whose first includes c's
     for i, r in enumerate(rules):
-        if r.counted:
-            first[i] = set(r.trans[0])
-            continue
         byts, calls, _ = _reach(r, 0, null)
         first[i] = byts
         for c in calls:
@@ -409,13 +413,14 @@ def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
     follow = [set() for _ in rules]
     into_follow: list[set[int]] = [set() for _ in rules]  # i -> callees i may return through
     for i, r in enumerate(rules):
-        if r.counted:
-            continue
         after: dict[int, tuple[set[int], bool]] = {}
         for q in range(len(r.trans)):
             for c, t in r.calls[q]:
                 if t not in after:
                     byts, calls, done = _reach(r, t, null)
+                    if done and r.counted:  # the item ends: another may start, or the rule end
+                        more_bytes, more_calls, _ = _reach(r, 0, null)
+                        byts, calls = byts | more_bytes, calls | more_calls
                     for d in calls:
                         byts |= first[d]
                     after[t] = (byts, done)

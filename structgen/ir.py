@@ -133,9 +133,12 @@ class Ref:
 class Counted:
     """A whole rule body: ``item`` repeated ``min``..``max`` times, counted beside the state.
 
-    ``item`` must be regular (no :class:`Ref`) and prefix-free (no complete item is a proper
-    prefix of another), as a JSON string character or a whitespace byte is. Token masks of a
-    counted rule are one memoized mask per item state intersected with a per-count bitset.
+    ``item`` must read at least one byte and be prefix-free as an automaton (no complete item
+    continues into a longer one), as a JSON string character, a whitespace byte or an array's
+    ``, element`` is. A regular item (no :class:`Ref`) gets one memoized mask per item state
+    intersected with a per-count bitset; an item that calls rules (array elements) gets masks per
+    item state and *count class*: counts a token cannot tell apart (far from both bounds) share
+    one, so a bound of 10,000 costs no more states or masks than a bound of 10.
 
     ``exclude`` lists item sequences the rule must not match as a whole: each word is a tuple of
     positions, each position the set of spellings of one item (a JSON key ``"ab"`` is excluded in
@@ -219,8 +222,6 @@ class Grammar:
                     raise GrammarError(f"rule '{name}' refers to undefined rule '{node.name}'")
                 if isinstance(node, Counted) and node is not body:
                     raise GrammarError(f"rule '{name}': a counted repeat must be a whole rule body")
-                if isinstance(node, Counted) and any(isinstance(x, Ref) for x in nodes(node.item)):
-                    raise GrammarError(f"rule '{name}': a counted item must not refer to other rules")
         return self
 
     def __str__(self) -> str:

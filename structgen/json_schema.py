@@ -102,7 +102,8 @@ KEYWORD_NOTES = {
              "array form of drafts 4 to 2019-09 reads as `prefixItems`, with `additionalItems`",
     "prefixItems": "a schema per position; items past the array's end are not required",
     "additionalItems": "the items after an array-form `items` (ignored otherwise, as the spec says)",
-    "minItems": "counted in the array rule's own states (unrolled), up to 4096",
+    "minItems": "a counter beside the array rule's state, any size (beside `contains` or "
+                "`uniqueItems`: in the counting automaton's states, up to 4096)",
     "maxItems": "as `minItems`",
     "contains": "each item either matches it or not (the `not` of its schema, which must be exact "
                 "as for `not`), the matches counted; `minContains`/`maxContains` bound the count",

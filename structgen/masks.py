@@ -20,7 +20,10 @@ starts: the mask for count ``c`` is the shared inside mask intersected with "sta
 ``max - c`` items", a per-count bitset; crossing remainders carry the item count at their return
 point and are kept when ``min <= c + n <= max``. A guard (an object's defined keys excluded from
 its extra keys) only restricts where a counted rule may end, so it filters crossing tokens and
-never the shared inside mask.
+never the shared inside mask. A counted rule whose item calls other rules (an array's
+``, element``) is walked like a plain rule, its facts keyed by the *class* of its count (how far
+the bounds are, capped at what one token can cross), so a 10,000-element bound costs a handful
+of walks, not one per count.
 
 Facts are shared through a bounded per-vocabulary cache (each grammar keeps the ones it uses),
 and facts that were slow to compute are also kept on disk, keyed by vocabulary and rule.
@@ -147,6 +150,7 @@ class MaskBuilder:
         self._hits: dict[tuple[int, StackSet], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._facts: dict[tuple, _StateFacts] = {}  # what this grammar uses (the shared cache may forget)
         self._empty = np.zeros(vocab.words, dtype=np.uint32)
+        self._token_reach: int | None = None
 
     # ---------------------------------------------------------------- public
 
@@ -175,7 +179,7 @@ class MaskBuilder:
         else:
             rule_i, state, parent = self.sm.frames[sid]
             rule = self.sm.rules[rule_i]
-            if rule.counted:
+            if rule.counted and not rule.item_calls:
                 got = self._counted_stack_mask(rule_i, state, parent)  # type: ignore[arg-type]
             else:
                 facts = self._plain_facts(sid)
@@ -288,9 +292,26 @@ class MaskBuilder:
 
     def _plain_facts(self, sid: int) -> _StateFacts:
         rule_i, state, _ = self.sm.frames[sid]
+        rule = self.sm.rules[rule_i]
+        if rule.counted:  # an item that calls rules: the facts depend on the count's class only
+            state = (self._count_class(rule, state[0]), state[1])  # type: ignore[index]
         return self._cached_facts(
             self._facts_key(rule_i, state),
             lambda: self._walk_plain(self.sm.isolated(sid), self.sm.automaton.follow[rule_i]))
+
+    def _count_class(self, rule, count: int) -> tuple[int, int]:
+        """What a token can tell of ``count``: how far ``min`` and ``max`` are, each capped.
+
+        Every item reads a byte, so one token completes at most ``longest token + 1`` items
+        (the +1: an item finished by a return before the token's first byte); counts farther
+        than that from both bounds behave alike for every token and share their facts.
+        """
+        if self._token_reach is None:
+            self._token_reach = max((len(k) for k in self.index.keys), default=0) + 2
+        cap = self._token_reach
+        below = min(max(rule.min - count, 0), cap)
+        above = cap if rule.max is None else min(rule.max - count, cap)
+        return below, above
 
     def _walk_plain(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
         idx = self.index

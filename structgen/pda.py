@@ -13,7 +13,8 @@ leaves it, then finishes those few tokens against the real stack.
 
 Counted rules keep ``(count, item_state)`` as their state, plus the guard state when they
 exclude words; without an upper bound the count is capped at ``min`` (beyond it, counts are
-indistinguishable), so stacks stay finite.
+indistinguishable), so stacks stay finite. An item may call rules (an array's elements): the
+call returns to ``(count, state)`` and an item completed by a return counts at closure.
 """
 
 from __future__ import annotations
@@ -106,11 +107,19 @@ class StackMachine:
             out: set[int] = set()
             if rule.counted:
                 count, q = state[0], state[1]  # type: ignore[index]
-                if q != 0 or rule.max is None or count < rule.max:
-                    out.add(sid)
-                if q == 0 and count >= rule.min and not (
-                        rule.guard is not None and rule.guard.blocks_end(state[2])):  # type: ignore[index]
-                    out |= self.closure(parent)
+                if rule.accept[q]:  # a called rule returned and completed the item
+                    cap = rule.max if rule.max is not None else rule.min
+                    out |= self.closure(self.intern(rule_i, (min(count + 1, cap), 0), parent))
+                else:
+                    if q != 0 or rule.max is None or count < rule.max:
+                        if rule.trans[q]:
+                            out.add(sid)
+                        for callee, ret in rule.calls[q]:
+                            ret_sid = self.intern(rule_i, (count, ret), parent)
+                            out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+                    if q == 0 and count >= rule.min and not (
+                            rule.guard is not None and rule.guard.blocks_end(state[2])):  # type: ignore[index]
+                        out |= self.closure(parent)
             else:
                 q = state  # type: ignore[assignment]
                 if rule.trans[q]:

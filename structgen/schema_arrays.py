@@ -4,9 +4,9 @@ An array is a sequence of elements; what element ``i`` may be is fixed by ``pref
 array form of ``items`` in older drafts) and then ``items``. Counts and the other array
 keywords are read as a small automaton over *element classes*:
 
-- no ``contains``/``uniqueItems``: one rule, the elements by position, the rest a bounded
-  :class:`~structgen.ir.Repeat` of ``, item`` (``minItems``/``maxItems``), so the counting lives
-  in the rule's own states;
+- no ``contains``/``uniqueItems``: one rule, the elements by position, the rest a
+  :class:`~structgen.ir.Counted` rule of ``, item`` (``minItems``/``maxItems``): the count lives
+  beside the rule's state, so ``maxItems: 10000`` costs no more states than ``maxItems: 10``;
 - ``contains``: each element is either one that matches the ``contains`` subschema or one that
   does not (``not`` of it, which must be exact, see :mod:`structgen.schema_merge`), and the
   state counts the matches up to ``maxContains + 1``;
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from .budget import charge
 from .errors import SchemaError, UnsupportedFeatureError, no_value
-from .ir import Expr, Lit, Ref, Repeat, Seq, alt, seq
+from .ir import Counted, Expr, Lit, Ref, Repeat, Seq, alt, seq
 from .schema_merge import Conj, Merged, Part, json_equal
 
 if TYPE_CHECKING:
@@ -49,8 +49,6 @@ __all__ = ["array_expr", "MAX_ARRAY_STATES", "MAX_UNIQUE_LITERALS"]
 MAX_ARRAY_STATES = 4096
 #: ``uniqueItems`` over more literals than this is refused (the sets written grow as 2**n).
 MAX_UNIQUE_LITERALS = 12
-#: A count bound above this is refused (it is unrolled into the rule's states).
-MAX_COUNT = 4096
 
 
 def array_expr(cv: "_Converter", m: Merged) -> Expr:
@@ -69,11 +67,6 @@ def array_expr(cv: "_Converter", m: Merged) -> Expr:
     if longest is not None and lo > longest:
         where = m.min_items_pointer or m.pointer
         raise no_value(SchemaError(f"no array of at least {lo} items fits the item schemas", pointer=where))
-    for bound, where, keyword in ((lo, m.min_items_pointer, "minItems"), (longest, m.max_items_pointer, "maxItems")):
-        if bound is not None and bound - len(positions) > MAX_COUNT:
-            cv.refuse(keyword, where or m.pointer, f"a count of {bound} items is above the {MAX_COUNT} "
-                                                   "structgen unrolls")
-            return _counted(cv, positions, rest, 0, None)
     if m.contains is not None and (m.contains[1] > 0 or m.contains[2] is not None):
         classes = _contains_classes(cv, m, positions, rest)
         if classes is not None:
@@ -100,7 +93,12 @@ def _counted(cv: "_Converter", positions: list[Ref | None], rest: Ref | None, lo
         if i >= n_prefix:
             if rest is None:
                 return Seq(())
-            return Repeat(seq(comma, rest), max(lo - i, 0), None if longest is None else longest - i)
+            more = (max(lo - i, 0), None if longest is None else longest - i)
+            if more in ((0, None), (0, 1)):
+                return Repeat(seq(comma, rest), *more)
+            # the count lives beside the rule's state: any bound costs the same states
+            name = f"{rest.name}_count_{more[0]}_{'' if more[1] is None else more[1]}"
+            return cv.rule(name, Counted(seq(comma, rest), *more))
         step = seq(comma, positions[i], tail(i + 1))
         return step if i < lo else Repeat(step, 0, 1)
 
