@@ -10,6 +10,7 @@ under a temporary name and renamed, and when another process got there first its
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -17,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["cache_dir", "atomic_write_bytes", "atomic_dir", "file_fingerprint"]
+__all__ = ["cache_dir", "atomic_write_bytes", "atomic_dir", "file_fingerprint", "code_digest"]
 
 ENV_VAR = "STRUCTGEN_CACHE_DIR"
 
@@ -101,3 +102,20 @@ def file_fingerprint(path: str | os.PathLike[str], *, head_bytes: int = 1 << 20)
     with path.open("rb") as f:
         h.update(f.read(head_bytes))
     return h.hexdigest()[:16]
+
+
+@functools.cache
+def code_digest() -> str:
+    """Digest of structgen's source files, read once per process.
+
+    A development checkout keeps its version number while its code changes; cache entries keyed
+    on the source too (compiled grammars, token-mask facts) are never read by other code.
+    """
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        h.update(b"\0" + path.name.encode() + b"\0")
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            pass
+    return h.hexdigest()

@@ -210,6 +210,12 @@ def _regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
 
 
 def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
+    # A DFA state is the set of *important* NFA states (those that read a byte, call a rule or
+    # are final) in an epsilon closure: closures that differ only in pass-through states behave
+    # alike, so they share a DFA state, and the sets stay small.
+    important = [bool(nfa.edges[q] or nfa.calls[q]) for q in range(len(nfa.eps))]
+    important[final] = True
+
     def close(states) -> frozenset[int]:
         seen = set(states)
         todo = list(states)
@@ -218,14 +224,29 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
                 if t not in seen:
                     seen.add(t)
                     todo.append(t)
-        return frozenset(seen)
+        return frozenset(q for q in seen if important[q])
 
     first = close([start])
     index = {first: 0}
     order = [first]
+    reached: dict[frozenset[int], int] = {}  # target sets before closing, already placed
     trans: list[dict[int, int]] = []
     calls: list[tuple[tuple[int, int], ...]] = []
     accept: list[bool] = []
+
+    def target(ts: frozenset[int]) -> int:
+        got = reached.get(ts)
+        if got is None:
+            key = close(ts)
+            got = index.get(key)
+            if got is None:
+                if len(order) >= MAX_DFA_STATES:
+                    raise CompileError(f"rule '{name}': its automaton exceeds {MAX_DFA_STATES} states")
+                got = index[key] = len(order)
+                order.append(key)
+            reached[ts] = got
+        return got
+
     i = 0
     while i < len(order):
         cur = order[i]
@@ -238,27 +259,17 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
                     by_byte.setdefault(b, set()).add(t)
             for callee, t in nfa.calls[q]:
                 by_call.setdefault(callee, set()).add(t)
-
-        def target(ts: set[int]) -> int:
-            key = close(ts)
-            if key not in index:
-                if len(order) >= MAX_DFA_STATES:
-                    raise CompileError(f"rule '{name}': its automaton exceeds {MAX_DFA_STATES} states")
-                index[key] = len(order)
-                order.append(key)
-            return index[key]
-
         # Group bytes with equal target sets so each distinct set is closed once.
         groups: dict[frozenset[int], list[int]] = {}
         for b, ts in by_byte.items():
             groups.setdefault(frozenset(ts), []).append(b)
         row: dict[int, int] = {}
         for ts, bs in groups.items():
-            t = target(set(ts))
+            t = target(ts)
             for b in bs:
                 row[b] = t
         trans.append(row)
-        calls.append(tuple(sorted((c, target(ts)) for c, ts in by_call.items())))
+        calls.append(tuple(sorted((c, target(frozenset(ts))) for c, ts in by_call.items())))
         accept.append(final in cur)
     return RuleAutomaton(name, trans, calls, accept)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import gc
 import hashlib
 import json
@@ -31,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from ._cache import atomic_write_bytes, cache_dir
+from ._cache import atomic_write_bytes, cache_dir, code_digest
 from .automaton import GrammarAutomaton, build_automaton
 from .budget import DEFAULT_COMPILE_BUDGET, compile_budget
 from .errors import SchemaError
@@ -290,23 +289,6 @@ def _gc_paused() -> Iterator[None]:
 
 # ------------------------------------------------------------------ compile cache on disk
 
-@functools.cache
-def _code_digest() -> str:
-    """Digest of structgen's source files, read once per process.
-
-    A development checkout keeps its version number while the translator changes; keying on the
-    source too means an edited checkout never loads grammars compiled by older code.
-    """
-    h = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        h.update(b"\0" + path.name.encode() + b"\0")
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            pass
-    return h.hexdigest()
-
-
 def _plain_json(value: Any) -> bool:
     """Whether ``value`` is JSON data its JSON text stands for exactly (dict with ``str`` keys,
     list, str, int, float, bool, None; no subclasses), so that text can be its cache key."""
@@ -343,7 +325,7 @@ def _entry_key(schema: Any, options: dict[str, Any], vocab_fingerprint: str) -> 
     # The header line is JSON without raw newlines, so b"\n" separates it from the schema.
     from . import __version__
 
-    header = json.dumps([CACHE_FORMAT, __version__, _code_digest(), vocab_fingerprint, options],
+    header = json.dumps([CACHE_FORMAT, __version__, code_digest(), vocab_fingerprint, options],
                         sort_keys=True)
     h = hashlib.sha256(header.encode() + b"\n")
     h.update(text.encode("utf-8", "surrogatepass"))

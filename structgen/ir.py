@@ -198,6 +198,26 @@ def alt(*items: "Expr") -> "Expr":
 Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted, Fsm]
 
 
+def _hash_once(self) -> int:
+    """The dataclass hash, computed once per node: rule bodies are dict keys in several caches,
+    and a nested body would otherwise be re-hashed from its leaves at every lookup."""
+    got = self.__dict__.get("_hash")
+    if got is None:
+        got = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+        object.__setattr__(self, "_hash", got)
+    return got
+
+
+def _state_without_hash(self) -> dict:
+    # String hashes differ between processes: a pickled one would break lookups after loading.
+    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
+for _cls in (Seq, Alt, Repeat, Counted, Fsm):
+    _cls.__hash__ = _hash_once  # type: ignore[method-assign]
+    _cls.__getstate__ = _state_without_hash  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class Grammar:
     """Named rules and a start rule. Rule order is kept (it is part of the cache key)."""

@@ -254,7 +254,18 @@ class _Converter:
         """A string literal: canonical when generating, any JSON spelling when walking."""
         if self.canonical:
             return string_literal(key)
-        return seq(Lit(b'"'), spellings(key), Lit(b'"'))
+        parts: list[Expr] = [Lit(b'"')]
+        for ch in key:
+            options = char_encodings(ch)
+            raw = [Lit(x) for x in options if not x.startswith(b"\\")]
+            if len(raw) == len(options):
+                parts += raw
+                continue
+            # The escaped spellings (up to 16 for one letter) are one shared rule per
+            # character: a key costs a state per character, not six, in every rule it is in.
+            escaped = alt(*(Lit(x) for x in options if x.startswith(b"\\")))
+            parts.append(alt(*raw, self.rule(f"esc_{ord(ch):x}", escaped)))
+        return seq(*parts, Lit(b'"'))
 
     def rule(self, name: str, body: Expr) -> Ref:
         self.rules.setdefault(name, body)

@@ -45,7 +45,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._cache import atomic_write_bytes, cache_dir
+from ._cache import atomic_write_bytes, cache_dir, code_digest
 from .pda import ACCEPT, ESCAPE, StackMachine, StackSet
 from .vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
 
@@ -377,11 +377,9 @@ class MaskBuilder:
         return started, _Remainders.build(entries)
 
 
-_DISK_FORMAT = 2  # bump when _StateFacts changes shape
-
-
 def _disk_name(key: tuple) -> str:
-    text = repr((_DISK_FORMAT, key[:3], sorted(key[3])))
+    # Keyed on the code too: state numbers and what facts mean may change with it.
+    text = repr((code_digest(), key[:3], sorted(key[3])))
     return hashlib.sha1(text.encode()).hexdigest()[:24] + ".pkl"
 
 
