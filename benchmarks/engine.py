@@ -52,6 +52,7 @@ import gzip  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
+import resource  # noqa: E402
 import shlex  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -174,18 +175,23 @@ def serialize(instance: Any, whitespace: str) -> str:
     return json.dumps(instance, indent=2)
 
 
+#: ``--tokenizer`` names for structgen's bundled tokenizers (``structgen.models`` loaders).
+NAMED_TOKENIZERS = {"smollm2": "load_default_tokenizer", "gemma": "load_gemma_tokenizer"}
+
+
 def load_tokenizer(path: str | None) -> Any:
-    """``--tokenizer PATH`` if given, else structgen's default tokenizer (SmolLM2)."""
+    """``--tokenizer PATH`` (a Hugging Face tokenizer directory) or a name of
+    :data:`NAMED_TOKENIZERS`; structgen's default tokenizer (SmolLM2) when None."""
     from transformers import AutoTokenizer
 
-    if path:
+    if path and path not in NAMED_TOKENIZERS:
         return AutoTokenizer.from_pretrained(path)
     try:
-        from structgen.models import load_default_tokenizer
+        from structgen import models
 
-        return load_default_tokenizer()
+        return getattr(models, NAMED_TOKENIZERS[path or "smollm2"])()
     except Exception as err:  # noqa: BLE001 -- any failure means: ask for a path
-        sys.exit(f"cannot load structgen's default tokenizer ({err!r}); pass --tokenizer PATH")
+        sys.exit(f"cannot load structgen's {path or 'default'} tokenizer ({err!r}); pass --tokenizer PATH")
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,15 +212,32 @@ class Unsupported(Exception):
 
 
 class Engine:
-    """Adapter: ``compile`` a schema to a fresh matcher, ``fill`` its mask, ``advance`` it."""
+    """Adapter: ``compile`` a schema to a fresh matcher, ``fill`` its mask, ``advance`` it.
+
+    ``compile`` is ``grammar`` (the schema compiled, reusable) then ``matcher`` (a fresh walk
+    over it): a benchmark walking several instances of one schema compiles it once.
+    ``whitespace`` ("compact" / "flexible") is the adapter's default; ``grammar`` takes another.
+    """
 
     name = ""
     package = ""
 
     def __init__(self, tokenizer: Any, whitespace: str) -> None:
-        self.flexible = whitespace == "flexible"
+        self.whitespace = whitespace
+
+    def flexible(self, whitespace: str | None = None) -> bool:
+        """Whether ``whitespace`` (the adapter's default when None) is "flexible"."""
+        return (whitespace or self.whitespace) == "flexible"
 
     def compile(self, schema: Any) -> Any:  # -> matcher
+        return self.matcher(self.grammar(schema))
+
+    def grammar(self, schema: Any, whitespace: str | None = None) -> Any:
+        """The schema compiled (raises :class:`Unsupported` when the engine declines it)."""
+        raise NotImplementedError
+
+    def matcher(self, grammar: Any) -> Any:
+        """A fresh matcher at the start of ``grammar``."""
         raise NotImplementedError
 
     def fill(self, matcher: Any) -> None:
@@ -242,22 +265,23 @@ class StructgenEngine(Engine):
 
         super().__init__(tokenizer, whitespace)
         self.structgen = structgen
-        self.whitespace = whitespace
         self.vocab = structgen.Vocabulary.from_tokenizer(tokenizer)
         self.mask = np.zeros(self.vocab.words, dtype=np.int32)
         self.eos_ids = sorted(self.vocab.eos_ids)
 
-    def compile(self, schema: Any) -> Any:
+    def grammar(self, schema: Any, whitespace: str | None = None) -> Any:
         # A fresh Compiler per schema: no grammar-cache hit; the vocabulary's mask cache is shared.
         # compile_json_schema's defaults (canonical=False, strict=False, lenient=False): the
         # grammar that walks and validates, as users walk.
         try:
             # disk_cache=False: a schema new to the process is compiled, not loaded
-            compiled = self.structgen.Compiler(self.vocab, disk_cache=False).json_schema(
-                schema, whitespace=self.whitespace)
+            return self.structgen.Compiler(self.vocab, disk_cache=False).json_schema(
+                schema, whitespace=whitespace or self.whitespace)
         except self.structgen.StructgenError as err:
             raise Unsupported(f"{type(err).__name__}: {err}", getattr(err, "keyword", None)) from err
-        return compiled.matcher()
+
+    def matcher(self, grammar: Any) -> Any:
+        return grammar.matcher()
 
     def fill(self, matcher: Any) -> None:
         matcher.fill_bitmask(self.mask)
@@ -282,14 +306,16 @@ class LLGuidanceEngine(Engine):
         self.mask = self.bitmask[0]
         self.eos_ids = [self.lltok.eos_token]
 
-    def compile(self, schema: Any) -> Any:
-        LLMatcher = self.llg.LLMatcher
+    def grammar(self, schema: Any, whitespace: str | None = None) -> Any:
         try:
-            grammar = LLMatcher.grammar_from_json_schema(
-                schema, defaults={"whitespace_flexible": self.flexible})
+            return self.llg.LLMatcher.grammar_from_json_schema(
+                schema, defaults={"whitespace_flexible": self.flexible(whitespace)})
         except Exception as err:  # noqa: BLE001 -- llguidance raises plain ValueError/RuntimeError
             raise Unsupported(str(err)) from err
-        matcher = LLMatcher(self.lltok, grammar)
+
+    def matcher(self, grammar: Any) -> Any:
+        # llguidance compiles the grammar text here, lazily
+        matcher = self.llg.LLMatcher(self.lltok, grammar)
         if matcher.is_error():
             raise Unsupported(matcher.get_error())
         return matcher
@@ -306,6 +332,9 @@ class XGrammarEngine(Engine):
 
     name = package = "xgrammar"
     dynamic = False
+    #: ``strict_mode``: False here, so additionalProperties/items follow the schema, as in the
+    #: other engines; :class:`XGrammarStrictEngine` sets xgrammar's own default, True.
+    strict = False
 
     def __init__(self, tokenizer: Any, whitespace: str) -> None:
         import xgrammar
@@ -319,15 +348,16 @@ class XGrammarEngine(Engine):
         self.mask = self.bitmask.numpy()[0]  # shares memory with the torch tensor
         self.eos_ids = list(self.info.stop_token_ids)
 
-    def compile(self, schema: Any) -> Any:
-        # strict_mode=False: additionalProperties/items follow the schema, as in the other engines.
-        options = {"any_whitespace": True} if self.flexible else \
+    def grammar(self, schema: Any, whitespace: str | None = None) -> Any:
+        options = {"any_whitespace": True} if self.flexible(whitespace) else \
             {"any_whitespace": False, "separators": (",", ":")}
         try:
-            compiled = self.compiler.compile_json_schema(json.dumps(schema), strict_mode=False, **options)
+            return self.compiler.compile_json_schema(json.dumps(schema), strict_mode=self.strict, **options)
         except Exception as err:  # noqa: BLE001 -- xgrammar raises RuntimeError/ValueError
             raise Unsupported(str(err)) from err
-        return self.xgr.GrammarMatcher(compiled)
+
+    def matcher(self, grammar: Any) -> Any:
+        return self.xgr.GrammarMatcher(grammar)
 
     def fill(self, matcher: Any) -> None:
         matcher.fill_next_token_bitmask(self.bitmask)
@@ -341,6 +371,14 @@ class XGrammarDynamicEngine(XGrammarEngine):
 
     name = "xgrammar-dynamic"
     dynamic = True
+
+
+class XGrammarStrictEngine(XGrammarEngine):
+    """xgrammar with ``strict_mode=True``, its default: objects closed unless the schema says
+    ``additionalProperties``, arrays without extra items (not in :data:`ENGINE_CLASSES`)."""
+
+    name = "xgrammar-strict"
+    strict = True
 
 
 ENGINE_CLASSES = {e.name: e for e in (StructgenEngine, LLGuidanceEngine, XGrammarEngine,
@@ -385,6 +423,41 @@ def walk(engine: Engine, schema: Any, tokens: list[int]) -> Outcome:
     if not any(engine.allows(e) for e in engine.eos_ids):
         out.rejected = "end-of-sequence not allowed after the whole instance"
     return out
+
+
+#: What a process that died of an allocation failure writes last (Python, Rust, C++, libc).
+MEMORY_SIGNS = ("MemoryError", "memory allocation of", "bad_alloc", "Cannot allocate memory")
+
+
+def _proc_status_kib(field: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` (None off Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def reset_peak_rss() -> None:
+    """Reset the process's peak-RSS high-water mark (``VmHWM``) to its current RSS."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass  # then peak_rss_kib keeps the lifetime peak: an overcount, never an undercount
+
+
+def peak_rss_kib() -> int:
+    """Peak RSS since the process started or :func:`reset_peak_rss` last ran, in KiB."""
+    hwm = _proc_status_kib("VmHWM")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def rss_kib() -> int:
+    """Current RSS in KiB (the peak where the current value cannot be read)."""
+    rss = _proc_status_kib("VmRSS")
+    return rss if rss is not None else peak_rss_kib()
 
 
 @contextlib.contextmanager
@@ -654,7 +727,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--engines", default=",".join(ENGINES),
                    help="comma-separated subset of " + ",".join(ENGINES))
     p.add_argument("--tokenizer", default=None,
-                   help="Hugging Face tokenizer directory (default: structgen's SmolLM2 tokenizer)")
+                   help="Hugging Face tokenizer directory, or smollm2 / gemma (default: structgen's "
+                        "SmolLM2 tokenizer)")
     p.add_argument("--timeout", type=float, default=20.0,
                    help="compile seconds over which a schema is flagged (not interrupted)")
     p.add_argument("--select", choices=tuple(SELECTIONS), default="all",

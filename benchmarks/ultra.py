@@ -53,21 +53,10 @@ from _report import cpu_model, git_commit, markdown_table, package_versions, sou
 SOURCE = "Github_ultra"
 ENGINES = ("structgen", "llguidance", "xgrammar")
 SETUP_TIMEOUT_S = 300  # tokenizer + engine set-up in the child, before the compile clock starts
-MEMORY_SIGNS = ("MemoryError", "memory allocation of", "bad_alloc", "Cannot allocate memory")
 
 
-class XGrammarStrictEngine(engine.XGrammarEngine):
+class XGrammarStrictEngine(engine.XGrammarStrictEngine):
     """engine.py's xgrammar adapter (eager, compact) with a choice of ``strict_mode``."""
-
-    strict = True
-
-    def compile(self, schema: Any) -> Any:
-        try:
-            compiled = self.compiler.compile_json_schema(
-                json.dumps(schema), strict_mode=self.strict, any_whitespace=False, separators=(",", ":"))
-        except Exception as err:  # noqa: BLE001 -- xgrammar raises RuntimeError/ValueError
-            raise engine.Unsupported(str(err)) from err
-        return self.xgr.GrammarMatcher(compiled)
 
 
 def largest(path: Path, n: int) -> list[tuple[str, Any, int]]:
@@ -86,10 +75,6 @@ def largest(path: Path, n: int) -> list[tuple[str, Any, int]]:
 # --------------------------------------------------------------------------------------------
 # Child: one engine, one schema
 # --------------------------------------------------------------------------------------------
-
-
-def max_rss_kib() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
 def emit(record: dict[str, Any]) -> None:
@@ -114,19 +99,16 @@ def child(args: argparse.Namespace) -> None:
         schema = json.loads(Path(args.schema).read_text())
         gc.collect()
         gc.freeze()  # as engine.py: set-up objects out of the collector's way
-        setup_kib = max_rss_kib()
-        try:  # reset the peak-RSS high-water mark to the current RSS
-            Path("/proc/self/clear_refs").write_text("5")
-        except OSError:
-            pass  # then the increase undercounts when set-up peaked above the current RSS
-        base_kib = max_rss_kib()
+        setup_kib = engine.peak_rss_kib()
+        engine.reset_peak_rss()  # the high-water mark down to the current RSS
+        base_kib = engine.peak_rss_kib()
         emit({"ready": True})
         where = ""
 
         t0 = time.perf_counter_ns()
         eng.fill(eng.compile(schema))
         compile_ms = (time.perf_counter_ns() - t0) / 1e6
-        after_kib = max_rss_kib()
+        after_kib = engine.peak_rss_kib()
         emit({"status": "ok", "compile_ms": compile_ms, "peak_mib": (after_kib - base_kib) / 1024,
               "max_rss_mib": max(setup_kib, after_kib) / 1024})
     except engine.Unsupported as err:
@@ -164,7 +146,7 @@ def run_cell(args: argparse.Namespace, engine_name: str, schema_file: str) -> di
             return records[-1]
         err.seek(0)
         tail = err.read()[-2000:]
-        status = "memory" if any(sign in tail for sign in MEMORY_SIGNS) else "error"
+        status = "memory" if any(sign in tail for sign in engine.MEMORY_SIGNS) else "error"
         last = (tail.strip().splitlines() or [""])[-1]
         return {"status": status, "kind": f"exit {proc.returncode}", "detail": last[:100]}
 
