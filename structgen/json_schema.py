@@ -137,8 +137,8 @@ KEYWORD_NOTES = {
     "not": "of `type` (`not: {type: integer}`: numbers with a non-zero fraction), of `enum`/`const` "
            "over strings, numbers, booleans, null (each value out in every spelling; numbers then "
            "without exponents), `false`; of `required` (a key absent), `properties` (a key present "
-           "whose value is `not` its schema), numeric bounds, lengths and item counts (the bound "
-           "flipped, or another type); through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
+           "whose value is `not` its schema), `items` of one schema (some item `not` it, as "
+           "`contains`), numeric bounds, lengths and item counts (the bound flipped, or another type); through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
            "`not: {}` matches nothing (dropped inside `anyOf`, as an optional property: a "
            "forbidden key); any other form refused",
     "$ref": "inside the document: resolved against the `$id` base URIs around it (relative paths, "

@@ -440,6 +440,9 @@ class Merger:
                     raise SchemaError("required must be an array of strings", pointer=where)
                 obj = Part({"type": "object"}, where + "~not", True)
                 pieces.append(lambda keys=keys, where=where, obj=obj: [(obj, _Absent(k, where)) for k in keys])
+            elif kw == "items":  # only a single schema (see _negate): some item breaks it
+                some = Part({"type": "array", "contains": {"not": schema[kw]}}, where + "~not", True)
+                pieces.append(lambda some=some: [(some,)])
             elif kw == "properties":
                 if not isinstance(schema[kw], dict):
                     raise SchemaError("properties must be an object", pointer=where)
@@ -465,11 +468,13 @@ class Merger:
         self.check(schema, ptr)
         keys = [k for k in schema if k in LOCAL_KEYWORDS | COMBINATOR_KEYWORDS]
         exact = {"type", "enum", "const", "not", "anyOf", "allOf", "$ref", "required", "properties", *_FLIPS}
+        if isinstance(schema.get("items"), (dict, bool)) and "prefixItems" not in schema:
+            exact.add("items")  # every item matches X; negated: some item matches not X
         inexact = [k for k in keys if k not in exact or (k in _FLIPS and isinstance(schema[k], bool))]
         if inexact:
             self.refuse(keyword, ptr, f"`not` is exact over type, enum, const, required, properties, "
-                                      f"numeric bounds, lengths and item counts (and not, anyOf, allOf, "
-                                      f"$ref of those); not over {', '.join(inexact)}")
+                                      f"items (one schema), numeric bounds, lengths and item counts (and "
+                                      f"not, anyOf, allOf, $ref of those); not over {', '.join(inexact)}")
             return [()]  # lenient: the negation is dropped
         if not keys:
             raise everything

@@ -585,6 +585,8 @@ def test_array_counts_and_sets_that_cannot_be_met_are_errors():
 
 
 COMBINATOR_CASES = [
+    ({"not": {"items": {"type": "integer"}}}, ["[]", "[1]", '[1,"a"]', '["a"]', '"x"', "3"]),
+    ({"type": "array", "not": {"items": {"not": {"const": 1}}}}, ["[]", "[2]", "[2,1]", "[1]"]),
     ({"if": {"minimum": 10}, "then": {"multipleOf": 2}, "else": {"maximum": 3}}, ["12", "13", "3", "5", '"x"']),
     ({"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "x": {"type": "integer"}, "y": {"type": "string"}},
       "if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["x"]}, "else": {"required": ["y"]}},
