@@ -74,11 +74,10 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 from _report import cpu_model, git_commit, markdown_table, package_versions, source_of
@@ -103,7 +102,6 @@ tests_maskbench = _load_tests_maskbench()
 HARNESS_VERSION = 2
 CACHE_DIR = engine.RESULTS / "cache"
 SETUP_TIMEOUT_S = 600  # tokenizer + engine set-up + warm-up in a fresh worker
-ORACLE_TIMEOUT_S = 30  # python-jsonschema on one schema's instances (best effort: SIGALRM)
 #: serialization walked -> the grammar whitespace that accepts it
 SERIALIZATIONS = {"compact": "compact", "indent": "flexible"}
 
@@ -205,59 +203,10 @@ def read_lines(path: Path, names: set[str]) -> dict[str, str]:
     return lines
 
 
-def sample(names: Iterable[str], n: int | None, seed: int) -> list[str]:
-    """``n`` names (all when None) round-robin over the sources (sorted), each source in order of
-    a stable hash of ``seed`` and the name: the same sample on every machine."""
-    queues: dict[str, list[str]] = defaultdict(list)
-    for name in names:
-        queues[source_of(name)].append(name)
-    for source, members in queues.items():
-        members.sort(key=lambda nm: (tests_maskbench.stable_hash(f"{seed}\0{nm}"), nm), reverse=True)
-    total = sum(len(q) for q in queues.values())
-    n = total if n is None else min(n, total)
-    picked: list[str] = []
-    while len(picked) < n:
-        for source in sorted(queues):
-            if queues[source] and len(picked) < n:
-                picked.append(queues[source].pop())
-    return picked
-
-
 def disagreeing_schemas(data: Path) -> frozenset[str]:
     """Schemas listed in ``python_jsonschema_disagreements.json`` beside the data file."""
     path = data.parent / "python_jsonschema_disagreements.json"
     return frozenset(json.loads(path.read_text())["schemas"]) if path.is_file() else frozenset()
-
-
-class _OracleTimeout(Exception):
-    """python-jsonschema ran over :data:`ORACLE_TIMEOUT_S` on one schema."""
-
-
-def _alarm(signum: int, frame: Any) -> None:
-    """SIGALRM handler: interrupt python-jsonschema on a schema it takes too long over."""
-    raise _OracleTimeout
-
-
-def make_validator(schema: Any) -> Any:
-    """python-jsonschema's validator for ``schema``: draft from ``$schema`` (default 2020-12),
-    formats asserted by ``FormatChecker()``."""
-    from jsonschema import Draft202012Validator, FormatChecker, validators
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # unknown $schema: a DeprecationWarning, then the default
-        cls = validators.validator_for(schema if isinstance(schema, dict) else {}, default=Draft202012Validator)
-    return cls(schema, format_checker=FormatChecker())
-
-
-def why_invalid(validator: Any, data: Any) -> str:
-    """python-jsonschema's best error for ``data``, shortened."""
-    from jsonschema.exceptions import best_match
-
-    err = best_match(validator.iter_errors(data))
-    if err is None:
-        return ""
-    where = "/" + "/".join(str(p) for p in err.absolute_path)
-    return f"{where}: {err.message}"[:160]
 
 
 @dataclass
@@ -269,48 +218,6 @@ class Prepared:
     validator: Any  # None when python-jsonschema could not judge
     disagreeing: bool
     texts: dict[tuple[int, str], str] = field(default_factory=dict)
-
-
-def judge_tests(schema: Any, tests: list[dict[str, Any]], disagreeing: bool) -> tuple[list, dict, Any]:
-    """Decide each instance's expected verdict: ``([(index, expected)], judge info, validator)``.
-
-    python-jsonschema overrules the label where it judges otherwise; for a disagreeing schema
-    only instances both call valid are kept. Instances python-jsonschema cannot judge keep
-    their label (``oracle_error`` says why).
-    """
-    info: dict[str, Any] = {"skipped": 0, "relabelled": [], "oracle_error": None, "why": {}}
-    validator = None
-    verdicts: list[bool | None] = [None] * len(tests)
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, ORACLE_TIMEOUT_S)
-    try:
-        validator = make_validator(schema)
-        for i, t in enumerate(tests):
-            verdicts[i] = bool(validator.is_valid(t["data"]))
-            if not verdicts[i]:
-                info["why"][str(i)] = why_invalid(validator, t["data"])
-    except _OracleTimeout:
-        info["oracle_error"] = f"timeout after {ORACLE_TIMEOUT_S} s"
-        validator, verdicts = None, [None] * len(tests)
-    except Exception as err:  # noqa: BLE001 -- unresolvable $ref, bad regex...: fall back to labels
-        info["oracle_error"] = f"{type(err).__name__}: {str(err)[:120]}"
-        validator, verdicts = None, [None] * len(tests)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    kept = []
-    for i, (t, verdict) in enumerate(zip(tests, verdicts)):
-        label = bool(t["valid"])
-        if disagreeing:
-            if label and verdict is not False:
-                kept.append((i, True))
-            else:
-                info["skipped"] += 1
-            continue
-        if verdict is not None and verdict != label:
-            info["relabelled"].append([i, label, verdict])
-        kept.append((i, label if verdict is None else verdict))
-    return kept, info, validator
 
 
 def ordered(data: Any, schema: Any) -> Any:
@@ -325,7 +232,7 @@ def prepare(line: str, disagreeing: bool) -> Prepared:
     """Parse a row, judge its instances, order their keys: the request a worker measures."""
     row = json.loads(line)
     schema, tests = row["schema"], row.get("tests") or []
-    kept, info, validator = judge_tests(schema, tests, disagreeing)
+    kept, info, validator = tests_maskbench.judge_tests(schema, tests, disagreeing)
     instances, texts = [], {}
     info["unserializable"] = []
     for i, expected in kept:
@@ -358,7 +265,7 @@ def judge_prefixes(prepared: Prepared, result: dict[str, Any]) -> None:
             try:
                 if prepared.validator.is_valid(value):
                     continue
-                why = why_invalid(prepared.validator, value)
+                why = tests_maskbench.why_invalid(prepared.validator, value)
             except Exception as err:  # noqa: BLE001
                 why = f"python-jsonschema: {type(err).__name__}"
             if not prepared.disagreeing:
@@ -1086,7 +993,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         return worker_main(args)
     digests = scan(args.data)
-    names = sample(digests, args.n, args.seed)
+    names = tests_maskbench.sample(digests, args.n, args.seed)
     disagreeing = disagreeing_schemas(args.data)
     tokenizer = engine.load_tokenizer(args.tokenizer)
     tokenizer_fp = tokenizer_fingerprint(tokenizer)

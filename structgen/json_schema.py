@@ -145,7 +145,9 @@ KEYWORD_NOTES = {
             "URNs), then a JSON pointer (`~0`/`~1`, percent-encoding) or an anchor (`$anchor`, "
             "draft 6/7 `$id: \"#name\"`) in that resource; remote references refused; "
             "recursion without depth limit; keywords beside it apply too (merged as `allOf`, the "
-            "2019-09+ reading); in a document declaring drafts 3 to 7, which ignore them, they are refused",
+            "2019-09+ reading). A document declaring drafts 3 to 7 is read as its draft says "
+            "(keywords beside `$ref` ignored), except under `strict=True` (generation's default), "
+            "where they apply: what is generated then meets both readings",
     "minLength": "code points, whatever their JSON spelling; beside `pattern`/`format` a "
                  "product automaton, refused when too large",
     "maxLength": "as `minLength`",
@@ -225,7 +227,7 @@ class _Converter:
         self.relaxed: list[Relaxed] = []
         self.rules: dict[str, Expr] = {}
         self.by_pointer: dict[str | tuple[str, ...], str] = {}
-        self.merger = Merger(root, check=self.check, refuse=self.refuse)
+        self.merger = Merger(root, check=self.check, refuse=self.refuse, ref_siblings_always=strict)
 
     # -- rule plumbing
 
@@ -367,7 +369,8 @@ class _Converter:
                               pointer=ptr)
         self.check(schema, ptr)
         constraints = [k for k in schema if k in SUPPORTED_KEYWORDS]
-        if constraints == ["$ref"]:  # alone: the target's rule, shared (recursion included)
+        if constraints == ["$ref"] or ("$ref" in constraints and self.merger.ref_alone):
+            # alone (or beside keywords its draft ignores): the target's rule, shared
             target = resolve_ref(self.root, schema["$ref"], ptr)
             return self.convert(target.schema, target.pointer)
         if constraints == ["allOf"] and isinstance(schema["allOf"], list) and len(schema["allOf"]) == 1:

@@ -292,11 +292,15 @@ class Merger:
     """
 
     def __init__(self, root: Any, *, check: Callable[[dict, str], None] | None = None,
-                 refuse: Callable[[str, str, str], None] | None = None) -> None:
+                 refuse: Callable[[str, str, str], None] | None = None,
+                 ref_siblings_always: bool = False) -> None:
         self.root = root
-        # drafts 3 to 7 ignore keywords beside $ref; later drafts apply them
+        # Drafts 3 to 7 ignore keywords beside $ref; later drafts apply them. Applying them in
+        # every draft (ref_siblings_always, generation's strict mode) keeps to what the author
+        # most likely meant, and what it generates still validates under the declared draft.
         dialect = root.get("$schema") if isinstance(root, dict) else None
-        self.old_ref = isinstance(dialect, str) and any(f"/draft-0{d}/" in dialect for d in "34567")
+        old_ref = isinstance(dialect, str) and any(f"/draft-0{d}/" in dialect for d in "34567")
+        self.ref_alone = old_ref and not ref_siblings_always
         self.check = check or (lambda schema, pointer: None)
         self.refuse = refuse or _raise_refusal
         self._memo: dict[tuple[str, ...], list[Merged]] = {}
@@ -342,8 +346,9 @@ class Merger:
         self.check(schema, ptr)
         terms: list[_Term] = [()]
         if "$ref" in schema:  # the target first: its keys come before those added beside it
-            self._check_ref_siblings(schema, ptr)
             terms = self._dnf(resolve_ref(self.root, schema["$ref"], ptr), stack)
+            if self.ref_alone:
+                return terms
         terms = [t + (part,) for t in terms]
         for i, sub in enumerate(_schema_list(schema, "allOf", ptr) if "allOf" in schema else ()):
             terms = self._product(terms, self._dnf(Part(sub, join_pointer(ptr, "allOf", i)), stack),
@@ -466,6 +471,8 @@ class Merger:
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", pointer=ptr)
         stack = _enter(stack, ptr)
         self.check(schema, ptr)
+        if "$ref" in schema and self.ref_alone:
+            return self._negate(resolve_ref(self.root, schema["$ref"], ptr), stack, keyword)
         keys = [k for k in schema if k in LOCAL_KEYWORDS | COMBINATOR_KEYWORDS]
         exact = {"type", "enum", "const", "not", "anyOf", "allOf", "$ref", "required", "properties", *_FLIPS}
         if isinstance(schema.get("items"), (dict, bool)) and "prefixItems" not in schema:
@@ -490,7 +497,6 @@ class Merger:
         if "not" in schema:
             pieces.append(lambda: self._dnf(Part(schema["not"], join_pointer(ptr, "not")), stack))
         if "$ref" in schema:
-            self._check_ref_siblings(schema, ptr)
             pieces.append(lambda: self._negate(resolve_ref(self.root, schema["$ref"], ptr), stack, keyword))
         for i, sub in enumerate(_schema_list(schema, "allOf", ptr) if "allOf" in schema else []):
             pieces.append(lambda i=i, sub=sub: self._negate(Part(sub, join_pointer(ptr, "allOf", i)), stack, keyword))
@@ -508,15 +514,6 @@ class Merger:
             raise UnsupportedFeatureError("not", pointer=ptr, hint=f"the negation has {len(out)} alternatives "
                                                                     f"(limit {MAX_ALTERNATIVES})")
         return out
-
-    def _check_ref_siblings(self, schema: dict, ptr: str) -> None:
-        siblings = [k for k in schema if k in LOCAL_KEYWORDS | COMBINATOR_KEYWORDS and k != "$ref"]
-        if siblings and self.old_ref:
-            raise UnsupportedFeatureError(
-                "$ref", pointer=join_pointer(ptr, "$ref"),
-                hint=f"this document's $schema ({self.root['$schema']}) ignores keywords beside $ref "
-                     f"({', '.join(siblings)}), as drafts 3 to 7 do, yet they look meant to apply: move "
-                     "them and the $ref into an allOf, or declare draft 2019-09 or later")
 
     def _product(self, terms: list[_Term], factor: list[_Term], keyword: str, pointer: str) -> list[_Term]:
         if len(terms) * len(factor) > MAX_ALTERNATIVES:

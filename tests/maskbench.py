@@ -27,9 +27,12 @@ import heapq
 import json
 import os
 import re
+import signal
+import warnings
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 __all__ = [
     "DATA_DIR",
@@ -46,6 +49,10 @@ __all__ = [
     "indented",
     "schema_order",
     "jsonschema_valid",
+    "sample",
+    "make_validator",
+    "why_invalid",
+    "judge_tests",
 ]
 
 DATA_DIR = Path(os.environ.get("STRUCTGEN_DATA_DIR",
@@ -251,10 +258,107 @@ def select_by_keywords(keywords: tuple[str, ...], per_keyword: int, *, max_chars
     return tuple(out)
 
 
+def sample(names: Iterable[str], n: int | None, seed: int) -> list[str]:
+    """``n`` names (all when None) round-robin over the sources (sorted), each source in order of
+    a stable hash of ``seed`` and the name: the same sample on every machine."""
+    queues: dict[str, list[str]] = defaultdict(list)
+    for name in names:
+        queues[source_of(name)].append(name)
+    for source, members in queues.items():
+        members.sort(key=lambda nm: (stable_hash(f"{seed}\0{nm}"), nm), reverse=True)
+    total = sum(len(q) for q in queues.values())
+    n = total if n is None else min(n, total)
+    picked: list[str] = []
+    while len(picked) < n:
+        for source in sorted(queues):
+            if queues[source] and len(picked) < n:
+                picked.append(queues[source].pop())
+    return picked
+
+
 @functools.cache
 def disagreeing_schemas() -> frozenset[str]:
     """Schemas whose labels python-jsonschema disagrees with (it does not assert ``format``)."""
     return frozenset(json.loads(DISAGREEMENTS.read_text())["schemas"])
+
+
+# ------------------------------------------------------------------ labels, judged with formats
+
+#: python-jsonschema on one schema's instances, at most (best effort: SIGALRM, main thread).
+ORACLE_TIMEOUT_S = 30
+
+
+class _OracleTimeout(Exception):
+    """python-jsonschema ran over :data:`ORACLE_TIMEOUT_S` on one schema."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    """SIGALRM handler: interrupt python-jsonschema on a schema it takes too long over."""
+    raise _OracleTimeout
+
+
+def make_validator(schema: Any) -> Any:
+    """python-jsonschema's validator for ``schema``: draft from ``$schema`` (default 2020-12),
+    formats asserted by ``FormatChecker()``."""
+    from jsonschema import Draft202012Validator, FormatChecker, validators
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # unknown $schema: a DeprecationWarning, then the default
+        cls = validators.validator_for(schema if isinstance(schema, dict) else {}, default=Draft202012Validator)
+    return cls(schema, format_checker=FormatChecker())
+
+
+def why_invalid(validator: Any, data: Any) -> str:
+    """python-jsonschema's best error for ``data``, shortened."""
+    from jsonschema.exceptions import best_match
+
+    err = best_match(validator.iter_errors(data))
+    if err is None:
+        return ""
+    where = "/" + "/".join(str(p) for p in err.absolute_path)
+    return f"{where}: {err.message}"[:160]
+
+
+def judge_tests(schema: Any, tests: list[dict[str, Any]], disagreeing: bool) -> tuple[list, dict, Any]:
+    """Decide each instance's expected verdict: ``([(index, expected)], judge info, validator)``.
+
+    python-jsonschema overrules the label where it judges otherwise; for a disagreeing schema
+    only instances both call valid are kept. Instances python-jsonschema cannot judge keep
+    their label (``oracle_error`` says why).
+    """
+    info: dict[str, Any] = {"skipped": 0, "relabelled": [], "oracle_error": None, "why": {}}
+    validator = None
+    verdicts: list[bool | None] = [None] * len(tests)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, ORACLE_TIMEOUT_S)
+    try:
+        validator = make_validator(schema)
+        for i, t in enumerate(tests):
+            verdicts[i] = bool(validator.is_valid(t["data"]))
+            if not verdicts[i]:
+                info["why"][str(i)] = why_invalid(validator, t["data"])
+    except _OracleTimeout:
+        info["oracle_error"] = f"timeout after {ORACLE_TIMEOUT_S} s"
+        validator, verdicts = None, [None] * len(tests)
+    except Exception as err:  # noqa: BLE001 -- unresolvable $ref, bad regex...: fall back to labels
+        info["oracle_error"] = f"{type(err).__name__}: {str(err)[:120]}"
+        validator, verdicts = None, [None] * len(tests)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    kept = []
+    for i, (t, verdict) in enumerate(zip(tests, verdicts)):
+        label = bool(t["valid"])
+        if disagreeing:
+            if label and verdict is not False:
+                kept.append((i, True))
+            else:
+                info["skipped"] += 1
+            continue
+        if verdict is not None and verdict != label:
+            info["relabelled"].append([i, label, verdict])
+        kept.append((i, label if verdict is None else verdict))
+    return kept, info, validator
 
 
 # ------------------------------------------------------------------ validation and key order

@@ -404,9 +404,6 @@ def test_combinators(schema, text, ok):
     ({"anyOf": [False, False]}, "false", "/anyOf/0"),
     ({"allOf": [True, False]}, "false", "/allOf/1"),
     ({"$schema": "http://example.com/my-metaschema", "type": "string"}, "$schema", "/$schema"),
-    # drafts 3 to 7 ignore keywords beside $ref: refused rather than read either way
-    ({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
-      "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 2}}}, "$ref", "/properties/a/$ref"),
 ])
 def test_combinator_refusals_name_keyword_and_pointer(schema, keyword, pointer):
     with pytest.raises(UnsupportedFeatureError) as info:
@@ -427,6 +424,21 @@ def test_reference_cycle_without_a_property_is_left_recursion():
     schema = {"$defs": {"a": {"type": "object", "allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}
     with pytest.raises(structgen.CompileError, match="left recursion"):
         structgen.compile_json_schema(schema, BYTES)
+
+
+def test_draft7_keywords_beside_ref_follow_the_draft_unless_strict():
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
+              "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 2}}}
+    walking = structgen.compile_json_schema(schema, BYTES)  # as python-jsonschema reads draft 7
+    strict = structgen.compile_json_schema(schema, BYTES, strict=True)  # generation: both readings
+    for text, spec, both in [('{"a":"xyz"}', True, False), ('{"a":"x"}', True, True), ('{"a":1}', False, False)]:
+        for compiled, want in ((walking, spec), (strict, both)):
+            m = compiled.matcher()
+            assert (all(m.advance(b) for b in text.encode()) and m.can_end()) is want, (text, compiled is strict)
+    schema["properties"]["a"]["not"] = {"uniqueItems": True}  # ignored by draft 7, inexact if applied
+    assert structgen.compile_json_schema(schema, BYTES)
+    with pytest.raises(UnsupportedFeatureError, match="not"):
+        structgen.compile_json_schema(schema, BYTES, strict=True)
 
 
 def test_draft7_allof_and_annotations_beside_ref_still_compile():
