@@ -138,7 +138,7 @@ KEYWORD_NOTES = {
            "over strings, numbers, booleans, null (each value out in every spelling; numbers then "
            "without exponents), `false`; of `required` (a key absent), `properties` (a key present "
            "whose value is `not` its schema), `items` of one schema (some item `not` it, as "
-           "`contains`), numeric bounds, lengths and item counts (the bound flipped, or another type); through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
+           "`contains`), `pattern` and known `format`s (strings outside the automaton: its complement), numeric bounds, lengths and item counts (the bound flipped, or another type); through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
            "`not: {}` matches nothing (dropped inside `anyOf`, as an optional property: a "
            "forbidden key); any other form refused",
     "$ref": "inside the document: resolved against the `$id` base URIs around it (relative paths, "
@@ -456,7 +456,7 @@ class _Converter:
             raise no_value(SchemaError("maxLength is below minLength: no string fits",
                                        pointer=m.max_length_pointer))
         excluded = sorted({v for v, _ in m.excluded if isinstance(v, str)})
-        if m.patterns or m.formats:
+        if m.patterns or m.formats or m.avoided:
             return self.constrained_string(m, lo, hi, excluded)
         return self.plain_string(lo, hi, excluded, m)
 
@@ -477,7 +477,7 @@ class _Converter:
         """A string under patterns and/or formats, lengths and excluded values: one automaton,
         the intersection of each (lengths count characters, whatever their spelling)."""
         pieces = self.string_pieces(m)
-        if not pieces:  # all relaxed
+        if not pieces and not m.avoided:  # all relaxed
             return self.plain_string(lo, hi, excluded, m)
         content = self.string_content(m, pieces)
         digest = hashlib.sha1(repr(content).encode()).hexdigest()[:10]
@@ -485,20 +485,23 @@ class _Converter:
 
     def string_pieces(self, m: Merged) -> list[Expr]:
         """The automata of ``m``'s patterns and formats (those ``lenient`` keeps)."""
-        pieces: list[Expr] = []
-        for pattern, where in m.patterns:
+        pieces = [self.string_piece("pattern", pattern, where) for pattern, where in m.patterns]
+        pieces += [self.string_piece("format", fmt, where) for fmt, where in m.formats]
+        return [p for p in pieces if p is not None]
+
+    def string_piece(self, kind: str, value: str, where: str) -> Expr | None:
+        """The automaton of one pattern or format; None where ``lenient`` dropped it."""
+        if kind == "pattern":
             try:
-                pieces.append(pattern_to_ir(pattern, pointer=where, canonical=self.canonical))
+                return pattern_to_ir(value, pointer=where, canonical=self.canonical)
             except UnsupportedFeatureError as err:
                 self.refuse("pattern", err.pointer, err.hint)
-        for fmt, where in m.formats:
-            patterns = GENERATION_PATTERNS if self.canonical else FORMAT_PATTERNS
-            if fmt in patterns:
-                pieces.append(pattern_to_ir(patterns[fmt], canonical=self.canonical))
-            else:
-                self.refuse("format", where,
-                            f"unknown format {fmt!r} (known: {', '.join(sorted(FORMAT_PATTERNS))})")
-        return pieces
+                return None
+        patterns = GENERATION_PATTERNS if self.canonical else FORMAT_PATTERNS
+        if value in patterns:
+            return pattern_to_ir(patterns[value], canonical=self.canonical)
+        self.refuse("format", where, f"unknown format {value!r} (known: {', '.join(sorted(FORMAT_PATTERNS))})")
+        return None
 
     def string_content(self, m: Merged, pieces: list[Expr] | None = None) -> Expr:
         """The contents (between the quotes) of the strings ``m`` allows, as one regular
@@ -526,6 +529,15 @@ class _Converter:
                                                    "are too large an automaton") from err
 
         content = Repeat(char, 0, None) if not pieces else pieces[0] if len(pieces) == 1 else checked(intersect, *pieces)
+        for kind, value, where in m.avoided:  # under not: the strings it matches are taken out
+            # A format's full reading, even when generating (whose own format patterns are
+            # narrower): every string the format accepts is taken out.
+            avoided = (pattern_to_ir(FORMAT_PATTERNS[value], canonical=self.canonical)
+                       if kind == "format" and value in FORMAT_PATTERNS else self.string_piece(kind, value, where))
+            if avoided is None:
+                raise UnsupportedFeatureError(kind, pointer=where, hint=f"{kind} under not cannot be dropped: "
+                                                                       "dropping it would widen the schema")
+            content = checked(difference, content, avoided)
         if lo or hi is not None:
             # Lengths the pattern implies anyway need no counter (a char takes 1+ bytes).
             shortest, longest = regular.length_range(content)

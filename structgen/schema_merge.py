@@ -138,6 +138,23 @@ class _NotValues:
 
 
 @dataclass(frozen=True)
+class _TypeCheck:
+    """A checker for a subschema that only states ``type`` (python-jsonschema's interface)."""
+
+    kinds: frozenset[str]
+
+    def is_valid(self, value: Any) -> bool:
+        return _kind(value) in self.kinds
+
+
+@dataclass(frozen=True)
+class _NotString:
+    kind: str  # "pattern" or "format": a string must not match it
+    value: str
+    pointer: str  # of the keyword inside not
+
+
+@dataclass(frozen=True)
 class _Absent:
     key: str  # an object must not have this key (if it is an object)
     pointer: str
@@ -149,7 +166,7 @@ class _OneOf:
     stack: tuple[str, ...]
 
 
-_Atom = Any  # Part | _NotType | _NotValues | _Absent | _OneOf
+_Atom = Any  # Part | _NotType | _NotValues | _NotString | _Absent | _OneOf
 _Term = tuple  # tuple[_Atom, ...]: a conjunction
 
 
@@ -189,6 +206,8 @@ class Merged:
     max_length_pointer: str = ""
     patterns: list[tuple[str, str]] = field(default_factory=list)  # (pattern, pointer of the keyword)
     formats: list[tuple[Any, str]] = field(default_factory=list)
+    #: ("pattern" | "format", value, pointer) from not: strings must match none of these
+    avoided: list[tuple[str, str, str]] = field(default_factory=list)
     bounds: Bounds = Bounds()
     divisor: Fraction | None = None
     number_pointer: str = ""  # of the schema holding the (first) numeric keyword
@@ -266,6 +285,8 @@ class Merged:
             out["pattern"] = self.patterns[0][0] if len(self.patterns) == 1 else [p for p, _ in self.patterns]
         if self.formats:
             out["format"] = self.formats[0][0] if len(self.formats) == 1 else [f for f, _ in self.formats]
+        if self.avoided:
+            out["not"] = {"anyOf": [{kind: value} for kind, value, _ in self.avoided]}
         b = self.bounds
         for value, open_, plain, strict in ((b.lo, b.lo_open, "minimum", "exclusiveMinimum"),
                                             (b.hi, b.hi_open, "maximum", "exclusiveMaximum")):
@@ -304,6 +325,7 @@ class Merger:
         self.check = check or (lambda schema, pointer: None)
         self.refuse = refuse or _raise_refusal
         self._memo: dict[tuple[str, ...], list[Merged]] = {}
+        self._computing: set[tuple[str, ...]] = set()  # alternatives() under way
         self._checkers: dict[tuple[str, str | None], Any] = {}
 
     # -- entry points
@@ -315,14 +337,26 @@ class Merger:
         """
         key = conj.key
         if key not in self._memo:
-            terms: list[_Term] = [()]
-            for part in conj.parts:
-                terms = self._product(terms, self._dnf(part, ()), "allOf", part.pointer)
-            self._memo[key] = self._either([lambda t=t: self._resolve(t) for t in terms])
+            self._computing.add(key)
+            try:
+                terms: list[_Term] = [()]
+                for part in conj.parts:
+                    terms = self._product(terms, self._dnf(part, ()), "allOf", part.pointer)
+                self._memo[key] = self._either([lambda t=t: self._resolve(t) for t in terms])
+            finally:
+                self._computing.discard(key)
         return self._memo[key]
 
+    def settled(self, conj: Conj) -> bool:
+        """False while ``conj``'s alternatives are being worked out further up the call stack (a
+        recursive schema met inside itself): checks that would need them cannot tell yet."""
+        return conj.key not in self._computing
+
     def is_empty(self, conj: Conj) -> bool:
-        """Whether no value satisfies ``conj`` (as far as merging can tell)."""
+        """Whether no value satisfies ``conj`` (as far as merging can tell; a recursive schema
+        met again inside its own check counts as not empty)."""
+        if not self.settled(conj):
+            return False
         try:
             self.alternatives(conj)
         except SchemaError as err:
@@ -445,6 +479,11 @@ class Merger:
                     raise SchemaError("required must be an array of strings", pointer=where)
                 obj = Part({"type": "object"}, where + "~not", True)
                 pieces.append(lambda keys=keys, where=where, obj=obj: [(obj, _Absent(k, where)) for k in keys])
+            elif kw in ("pattern", "format") and isinstance(schema[kw], str):
+                # a string the automaton rejects: the complement of a regular language is exact
+                string = Part({"type": "string"}, where + "~not", True)
+                avoided = _NotString(kw, schema[kw], where)
+                pieces.append(lambda string=string, avoided=avoided: [(string, avoided)])
             elif kw == "items":  # only a single schema (see _negate): some item breaks it
                 some = Part({"type": "array", "contains": {"not": schema[kw]}}, where + "~not", True)
                 pieces.append(lambda some=some: [(some,)])
@@ -474,7 +513,8 @@ class Merger:
         if "$ref" in schema and self.ref_alone:
             return self._negate(resolve_ref(self.root, schema["$ref"], ptr), stack, keyword)
         keys = [k for k in schema if k in LOCAL_KEYWORDS | COMBINATOR_KEYWORDS]
-        exact = {"type", "enum", "const", "not", "anyOf", "allOf", "$ref", "required", "properties", *_FLIPS}
+        exact = {"type", "enum", "const", "not", "anyOf", "allOf", "$ref", "required", "properties", "pattern",
+                 "format", *_FLIPS}
         if isinstance(schema.get("items"), (dict, bool)) and "prefixItems" not in schema:
             exact.add("items")  # every item matches X; negated: some item matches not X
         inexact = [k for k in keys if k not in exact or (k in _FLIPS and isinstance(schema[k], bool))]
@@ -515,11 +555,25 @@ class Merger:
                                                                     f"(limit {MAX_ALTERNATIVES})")
         return out
 
-    def _product(self, terms: list[_Term], factor: list[_Term], keyword: str, pointer: str) -> list[_Term]:
-        if len(terms) * len(factor) > MAX_ALTERNATIVES:
+    def _possible(self, term: _Term) -> bool:
+        """False when ``term`` surely has no value: its merge fails, or a key it requires can
+        hold no value (a cheap check; pending ``oneOf`` and deeper conflicts count as possible)."""
+        if any(isinstance(a, _OneOf) for a in term):
+            return True
+        try:
+            m = self._merge(term)
+            return not any(self.is_empty(m.value_at(key)) for key in m.required)
+        except SchemaError as err:
+            if is_no_value(err):
+                return False
+            return True  # not for this check to report: the full rewrite meets it again
+
+    def _product(self, terms: list[_Term], factor: list[_Term], keyword: str, pointer: str,
+                 limit: int = MAX_ALTERNATIVES) -> list[_Term]:
+        if len(terms) * len(factor) > limit:
             raise UnsupportedFeatureError(keyword, pointer=pointer,
                                           hint=f"distributing it over the other keywords gives "
-                                               f"{len(terms) * len(factor)} alternatives (limit {MAX_ALTERNATIVES})")
+                                               f"{len(terms) * len(factor)} alternatives (limit {limit})")
         return [a + b for a in terms for b in factor]
 
     def _resolve(self, term: _Term) -> list[Merged]:
@@ -554,22 +608,24 @@ class Merger:
                         if not all(self.disjoint(x, y) for x in xs for y in ys)), None)
         if overlap is not None:
             exact = self._exclusive(one, rest, groups)
-            if exact is not None:
+            if not isinstance(exact, UnsupportedFeatureError):
                 return exact
             self.refuse("oneOf", join_pointer(ptr, "oneOf"),
                         f"branches {overlap[0]} and {overlap[1]} may both hold for one value; oneOf is exact "
                         "only when its branches are provably disjoint (by type, enum/const values, numeric or "
                         "length ranges, or a required property whose values are disjoint), or when each "
-                        "branch that may overlap another can be negated exactly (see not)")
+                        f"branch that may overlap another can be negated exactly (here: {exact.hint}, at "
+                        f"{exact.pointer or '/'})")
         out = [m for _, ms in groups for m in ms]
         if len(out) > MAX_ALTERNATIVES:
             raise UnsupportedFeatureError("oneOf", pointer=join_pointer(ptr, "oneOf"),
                                           hint=f"distributing it gives {len(out)} alternatives (limit {MAX_ALTERNATIVES})")
         return out
 
-    def _exclusive(self, one: _OneOf, rest: _Term, groups: list[tuple[int, list[Merged]]]) -> list[Merged] | None:
-        """``oneOf`` as "branch j and not the others it may overlap", for every j; None when a
-        negation it needs is not exact."""
+    def _exclusive(self, one: _OneOf, rest: _Term,
+                   groups: list[tuple[int, list[Merged]]]) -> list[Merged] | UnsupportedFeatureError:
+        """``oneOf`` as "branch j and not the others it may overlap", for every j; or the refusal
+        of a negation it needs that is not exact."""
         ptr = one.part.pointer
         branches = {j: Part(one.part.schema["oneOf"][j], join_pointer(ptr, "oneOf", j)) for j, _ in groups}
         merged = dict(groups)
@@ -578,8 +634,18 @@ class Merger:
             terms = self._dnf(branches[j], one.stack)
             for k in branches:
                 if k != j and not all(self.disjoint(x, y) for x in merged[j] for y in merged[k]):
-                    terms = self._product(terms, self._negate(branches[k], one.stack), "oneOf",
-                                          join_pointer(ptr, "oneOf"))
+                    # Terms with no value are dropped as they appear, so a negation whose other
+                    # alternatives contradict branch j does not multiply the count.
+                    terms = [t for t in self._product(terms, self._negate(branches[k], one.stack), "oneOf",
+                                                      join_pointer(ptr, "oneOf"), limit=MAX_ALTERNATIVES ** 2)
+                             if self._possible(rest + t)]
+                    if not terms:
+                        raise no_value(SchemaError(f"oneOf branch {j} holds only where another does",
+                                                   pointer=join_pointer(ptr, "oneOf", j)))
+                    if len(terms) > MAX_ALTERNATIVES:
+                        raise UnsupportedFeatureError("oneOf", pointer=join_pointer(ptr, "oneOf"),
+                                                      hint=f"excluding the other branches gives {len(terms)} "
+                                                           f"alternatives (limit {MAX_ALTERNATIVES})")
             return self._either([lambda t=t: self._resolve(rest + t) for t in terms])
 
         nothing = no_value(SchemaError("no value satisfies exactly one oneOf branch", pointer=join_pointer(ptr, "oneOf")))
@@ -590,7 +656,7 @@ class Merger:
         except SchemaError as err:
             if not is_no_value(err):
                 if isinstance(err, UnsupportedFeatureError):
-                    return None
+                    return err
                 raise
             raise nothing from err
         finally:
@@ -753,6 +819,8 @@ class Merger:
                 type_sources.append(atom.pointer + " (under not)")
             elif isinstance(atom, _NotValues):
                 m.excluded += [(v, atom.pointer) for v in atom.values]
+            elif isinstance(atom, _NotString) and (atom.kind, atom.value, atom.pointer) not in m.avoided:
+                m.avoided.append((atom.kind, atom.value, atom.pointer))
         if type_order is not None:
             m.type_order = type_order
         excluded = [v for v, _ in m.excluded]
@@ -765,6 +833,8 @@ class Merger:
             excluded = [v for v, _ in m.excluded]
             m.enum = [v for v in m.enum if _kind(v) in kinds and not any(json_equal(v, x) for x in excluded)]
             m.enum = self._valid_values(m.enum, parts, m.pointer, enum_source)
+            m.enum = [v for v in m.enum if not (isinstance(v, str) and _matches_avoided(v, m.avoided))]
+            m.avoided = []
             m.excluded = []
         else:
             for value, ptr in m.excluded:
@@ -785,9 +855,12 @@ class Merger:
         """The values (deduplicated) valid under every part; ``source`` (pointer, keyword) is
         where they come from, not checked again."""
         kept: list[Any] = []
+        seen: set = set()  # json_key of each kept value: a large enum deduplicates in linear time
         for v in values:
-            if self._valid_under(v, parts, source) and not any(json_equal(v, u) for u in kept):
+            key = json_key(v)
+            if key not in seen and self._valid_under(v, parts, source):
                 kept.append(v)
+                seen.add(key)
         if not kept:
             raise no_value(UnsupportedFeatureError("enum", pointer=pointer,
                                                    hint="no enum value satisfies the other keywords"))
@@ -825,6 +898,8 @@ class Merger:
                      if isinstance(schema, dict) else {})
             if not local:
                 self._checkers[key] = None
+            elif local.keys() == {"type"}:  # the common case (a typed enum): no validator needed
+                self._checkers[key] = _TypeCheck(frozenset(_kinds_of(local["type"], join_pointer(part.pointer, "type"))))
             else:
                 from jsonschema import Draft202012Validator, validators
 
@@ -858,7 +933,7 @@ class Merger:
                 va, vb = a.value_at(key), b.value_at(key)
                 if (key in a.required and self.is_empty(vb)) or (key in b.required and self.is_empty(va)):
                     return True  # required on one side, forbidden on the other
-                if key in a.required and key in b.required:
+                if key in a.required and key in b.required and self.settled(va) and self.settled(vb):
                     xs, ys = self.alternatives(va), self.alternatives(vb)
                     if all(self.disjoint(x, y, depth + 1) for x in xs for y in ys):
                         return True  # a discriminator
@@ -921,7 +996,7 @@ def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, (int, float)):
-        return "integer" if float(value).is_integer() else "fraction"
+        return "integer" if isinstance(value, int) or value.is_integer() else "fraction"
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object"
@@ -933,6 +1008,18 @@ def _lcm(a: Fraction, b: Fraction) -> Fraction:
 
 
 _PATTERNS: dict[tuple[str, str], Any] = {}
+
+
+def _matches_avoided(value: str, avoided: list[tuple[str, str, str]]) -> bool:
+    """Whether the string ``value`` matches one of the patterns or known formats ``avoided``."""
+    from .formats import FORMAT_PATTERNS
+
+    for kind, what, ptr in avoided:
+        if kind == "format" and what not in FORMAT_PATTERNS:
+            raise UnsupportedFeatureError("format", pointer=ptr, hint=f"unknown format {what!r} under not")
+        if pattern_matches(what if kind == "pattern" else FORMAT_PATTERNS[what], value, ptr):
+            return True
+    return False
 
 
 def pattern_matches(pattern: str, key: str, pointer: str) -> bool:
@@ -990,6 +1077,19 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
+
+
+def json_key(value: Any) -> Any:
+    """A hashable stand-in for a JSON value, equal exactly when :func:`json_equal` says so."""
+    if isinstance(value, bool) or value is None:
+        return (type(value).__name__, value)
+    if isinstance(value, (int, float)):
+        return ("number", Fraction(value) if math.isfinite(value) else value)
+    if isinstance(value, list):
+        return ("array", tuple(json_key(x) for x in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, json_key(v)) for k, v in value.items()))
+    return (type(value).__name__, value)
 
 
 def join_pointer(ptr: str, *parts: Any) -> str:

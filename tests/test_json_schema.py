@@ -114,7 +114,7 @@ def test_compact_allows_no_whitespace():
     ({"type": "object", "properties": {"x": {"type": "number", "multipleOf": 1234567.89}}}, "multipleOf",
      "/properties/x/multipleOf"),
     ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
-    ({"type": "array", "contains": {"type": "string", "pattern": "^a"}}, "contains", "/contains"),
+    ({"type": "array", "contains": {"type": "array", "uniqueItems": True}}, "contains", "/contains"),
     ({"$ref": "http://example.com/s.json"}, "$ref", "/$ref"),
 ])
 def test_unsupported_keywords_name_keyword_and_pointer(schema, keyword, pointer):
@@ -392,9 +392,10 @@ def test_combinators(schema, text, ok):
 
 
 @pytest.mark.parametrize("schema,keyword,pointer", [
-    ({"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}, "oneOf", "/oneOf"),
+    ({"oneOf": [{"properties": {"a": {}}, "additionalProperties": False},
+                {"properties": {"b": {}}, "additionalProperties": False}]}, "oneOf", "/oneOf"),
     ({"type": "integer", "oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]}, "oneOf", "/oneOf"),
-    ({"not": {"type": "string", "pattern": "a"}}, "not", "/not"),
+    ({"not": {"type": "string", "patternProperties": {"a": {}}}}, "not", "/not"),
     ({"not": {}}, "not", "/not"),
     ({"not": True}, "not", "/not"),
     ({"type": "object", "not": {"const": {"a": 1}}}, "not", "/not/const"),
@@ -456,7 +457,7 @@ def test_known_drafts_are_accepted_as_schema_dialects():
 
 def test_lenient_reads_oneof_as_anyof_and_drops_inexact_not():
     schema = {"properties": {"n": {"type": "integer", "oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]},
-                             "s": {"type": "string", "not": {"pattern": "x"}}}}
+                             "s": {"type": "string", "not": {"propertyNames": {"pattern": "x"}}}}}
     compiled = structgen.compile_json_schema(schema, BYTES, lenient=True)
     assert [(r.keyword, r.pointer) for r in compiled.relaxed] == [
         ("oneOf", "/properties/n/oneOf"), ("not", "/properties/s/not")]
@@ -563,6 +564,7 @@ def test_random_combinators_agree_with_jsonschema(seed):
 # -- arrays: positions, counts, contains, uniqueItems (python-jsonschema is the oracle)
 
 ARRAY_CASES = [
+    ({"type": "array", "contains": {"type": "string", "pattern": "^a"}}, ["[]", '["b"]', '["b","ab"]', "[1]"]),
     ({"type": "array", "minItems": 2, "maxItems": 3}, ["[]", "[1]", "[1,2]", "[1,2,3]", "[1,2,3,4]"]),
     ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
      ["[]", "[1]", '[1,"a"]', '[1,"a",2]', '["a"]']),
@@ -597,6 +599,13 @@ def test_array_counts_and_sets_that_cannot_be_met_are_errors():
 
 
 COMBINATOR_CASES = [
+    ({"not": {"pattern": "^a"}}, ['"abc"', '"bc"', "1", '""']),
+    ({"not": {"type": "string", "pattern": "a"}}, ['"ab"', '"b"', "1", "null"]),
+    ({"type": "string", "not": {"format": "date"}}, ['"2020-01-01"', '"x"', '"2020-13-01"']),
+    ({"enum": ["ab", "b", "ca"], "not": {"pattern": "a"}}, ['"ab"', '"b"', '"ca"']),
+    ({"oneOf": [{"type": "string", "pattern": "^https?://.+$"}, {"type": "string", "pattern": "^\\./.+$"}]},
+     ['"http://x"', '"./a"', '"y"']),
+    ({"oneOf": [{"pattern": "a"}, {"pattern": "b"}]}, ['"a"', '"b"', '"ab"', '"c"', "1"]),
     ({"not": {"items": {"type": "integer"}}}, ["[]", "[1]", '[1,"a"]', '["a"]', '"x"', "3"]),
     ({"type": "array", "not": {"items": {"not": {"const": 1}}}}, ["[]", "[2]", "[2,1]", "[1]"]),
     ({"if": {"minimum": 10}, "then": {"multipleOf": 2}, "else": {"maximum": 3}}, ["12", "13", "3", "5", '"x"']),
@@ -655,7 +664,7 @@ def test_structure_keywords_agree_with_jsonschema(schema, texts):
     python-jsonschema says valid, compact and indent=2."""
     import jsonschema
 
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema, format_checker=jsonschema.FormatChecker())
     for text in texts:
         for spelled in (text, json.dumps(json.loads(text), indent=2)):
             assert accepts(schema, spelled) == validator.is_valid(json.loads(text)), spelled
