@@ -26,6 +26,7 @@ import json
 import os
 import pickle
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +50,8 @@ _MAX_FORCED = 4096
 DISK_CACHE_ENV = "STRUCTGEN_DISK_CACHE"
 #: Layout of a compile-cache entry; bump it when the entry's header or payload changes.
 CACHE_FORMAT = 1
+#: Compiled grammars a :class:`Compiler` keeps in memory (the most recently used ones).
+MEMORY_CACHE_ENTRIES = 256
 _MAGIC = b"structgen-compiled"
 
 
@@ -186,7 +189,8 @@ class Compiler:
         A Hugging Face tokenizer or a :class:`~structgen.vocab.Vocabulary`.
     disk_cache
         Use the compile cache on disk (default). It is also off while the environment variable
-        ``STRUCTGEN_DISK_CACHE`` is ``0`` (read on each compile). The memory cache is always on.
+        ``STRUCTGEN_DISK_CACHE`` is ``0`` (read on each compile). The memory cache is always on
+        and keeps the :data:`MEMORY_CACHE_ENTRIES` most recently used grammars.
     budget
         Work units (automaton states) one compile may take before it stops with a
         :class:`~structgen.errors.CompileError` naming the schema path it was compiling
@@ -209,8 +213,8 @@ class Compiler:
         self.vocabulary = vocabulary_for(tokenizer)
         self.disk_cache = disk_cache
         self.budget = budget
-        self._cache: dict[Grammar, CompiledGrammar] = {}
-        self._schemas: dict[str, CompiledGrammar] = {}
+        self._cache: _Recent[Grammar, CompiledGrammar] = _Recent(MEMORY_CACHE_ENTRIES)
+        self._schemas: _Recent[str, CompiledGrammar] = _Recent(MEMORY_CACHE_ENTRIES)
 
     def grammar(self, grammar: Grammar, *, source: Any = None) -> CompiledGrammar:
         got = self._cache.get(grammar)
@@ -267,6 +271,31 @@ class Compiler:
     def _disk_cache_on(self) -> bool:
         return self.disk_cache and os.environ.get(DISK_CACHE_ENV, "1").strip().lower() not in (
             "0", "false", "no", "off")
+
+
+class _Recent(OrderedDict):
+    """A dict that keeps its ``limit`` most recently used entries.
+
+    A long-lived process compiling thousands of schemas (a server, a benchmark worker) would
+    otherwise keep every grammar with its masks alive, and each full collection of the cyclic
+    collector would walk them all (seconds per collection, measured over MaskBench).
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def get(self, key, default=None):  # type: ignore[override]
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
 
 
 @contextlib.contextmanager

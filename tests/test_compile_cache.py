@@ -304,3 +304,15 @@ def test_a_real_tokenizer_loads_from_disk(smollm2_tokenizer, cache, monkeypatch)
         assert (a.mask_words() == b.mask_words()).all() and a.forced_text() == b.forced_text()
         assert a.advance(t) and b.advance(t)
     assert a.can_end() and b.can_end()
+
+
+def test_the_memory_cache_keeps_the_most_recent_grammars(monkeypatch):
+    monkeypatch.setattr(compiler_mod, "MEMORY_CACHE_ENTRIES", 2)
+    comp = Compiler(byte_vocab(), disk_cache=False)
+    first = comp.json_schema({"const": 1})
+    comp.json_schema({"const": 2})
+    assert comp.json_schema({"const": 1}).automaton is first.automaton  # used again: the most recent
+    second = comp.json_schema({"const": 3})  # the limit drops the least recent, {"const": 2}
+    assert len(comp._schemas) == 2 and len(comp._cache) == 2
+    assert comp.json_schema({"const": 1}).automaton is first.automaton
+    assert comp.json_schema({"const": 3}).automaton is second.automaton
