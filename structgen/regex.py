@@ -602,7 +602,7 @@ class _Parser:
                     self.i = end
                     return 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
             return cp
-        if c.isalnum() or c == "_":  # \a, \e, \z ... mean different things in other dialects
+        if c.isalnum():  # \a, \e, \z ... mean different things in other dialects ("\_" is "_")
             raise _Malformed(f"invalid escape '\\{c}'", start)
         # Identity escape: punctuation (and any other non-word character) stands for itself.
         self.i -= 1
