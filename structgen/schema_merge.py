@@ -417,7 +417,9 @@ class Merger:
                     raise
                 errors.append(err)
         if not out:
-            raise errors[0] if errors else nothing
+            if errors:
+                raise errors[0]
+            raise nothing or no_value(SchemaError("no value satisfies this schema"))
         return out
 
     def _conditional(self, schema: dict, ptr: str, stack: tuple[str, ...]) -> list[_Term]:
