@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import platform
 import re
@@ -55,3 +56,12 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def choose(parser: "argparse.ArgumentParser", text: str, choices, what: str = "engines") -> list[str]:
+    """The comma-separated names in ``text``, each one of ``choices`` (else a usage error)."""
+    picked = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = set(picked) - set(choices)
+    if unknown:
+        parser.error(f"unknown {what} {sorted(unknown)}; choose from {', '.join(choices)}")
+    return picked

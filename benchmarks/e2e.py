@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from _report import cpu_model, git_commit, markdown_table, package_versions, source_of
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -829,10 +829,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", type=Path, default=MASKBENCH, help="maskbench.jsonl.gz")
     p.add_argument("--out", type=Path, default=None, help="report path (default results/e2e.md)")
     args = p.parse_args(argv)
-    args.configs = [c.strip() for c in args.configs.split(",") if c.strip()]
-    unknown = set(args.configs) - set(CONFIGS)
-    if unknown:
-        p.error(f"unknown configurations {sorted(unknown)}; choose from {', '.join(CONFIGS)}")
+    args.configs = choose(p, args.configs, CONFIGS, "configurations")
     args.configs = [c for c in CONFIGS if c in args.configs]  # canonical order
     return args
 

@@ -63,7 +63,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, Iterator  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _report import cpu_model, git_commit, markdown_table, package_versions, source_of  # noqa: E402
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -739,10 +739,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="report path (default results/engine-<ws>.md; engine-<ws>-scalars.md with "
                         "--select scalars)")
     args = p.parse_args(argv)
-    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    unknown = set(args.engines) - set(ENGINES)
-    if unknown:
-        p.error(f"unknown engines {sorted(unknown)}; choose from {', '.join(ENGINES)}")
+    args.engines = choose(p, args.engines, ENGINES)
     return args
 
 

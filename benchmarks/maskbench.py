@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from _report import cpu_model, git_commit, markdown_table, package_versions, source_of
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of
 
 ROOT = engine.ROOT
 
@@ -981,9 +981,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=engine.RESULTS / "maskbench.md", help="report path")
     p.add_argument("--worker", choices=tuple(CONFIGS), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    if set(args.engines) - set(CONFIGS):
-        p.error(f"unknown engines {sorted(set(args.engines) - set(CONFIGS))}; choose from {', '.join(CONFIGS)}")
+    args.engines = choose(p, args.engines, CONFIGS)
     return args
 
 

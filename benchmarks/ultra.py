@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import engine  # noqa: F401 -- first: sets the one-thread environment the children inherit
-from _report import cpu_model, git_commit, markdown_table, package_versions, source_of
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of
 
 SOURCE = "Github_ultra"
 ENGINES = ("structgen", "llguidance", "xgrammar")
@@ -219,9 +219,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     p.add_argument("--schema", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    if set(args.engines) - set(ENGINES):
-        p.error(f"unknown engines {sorted(set(args.engines) - set(ENGINES))}; choose from {', '.join(ENGINES)}")
+    args.engines = choose(p, args.engines, ENGINES)
     return args
 
 
