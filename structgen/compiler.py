@@ -102,8 +102,8 @@ class CompiledGrammar:
     source : Any
         What the grammar was compiled from (e.g. the JSON schema), for error messages.
     relaxed : tuple[Relaxed, ...]
-        Constraints that ``lenient=True`` dropped (keyword, JSON pointer, reason); empty when
-        every constraint is honoured.
+        Constraints left unchecked (keyword, JSON pointer, reason): what ``lenient=True``
+        dropped, and custom ``format`` names (annotations); empty when every keyword is honoured.
     """
 
     def __init__(self, grammar: Grammar, vocabulary: Vocabulary, *, source: Any = None) -> None:

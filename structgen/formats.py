@@ -25,7 +25,7 @@ True
 
 from __future__ import annotations
 
-__all__ = ["FORMAT_PATTERNS", "GENERATION_PATTERNS", "FORMAT_NOTES"]
+__all__ = ["FORMAT_PATTERNS", "GENERATION_PATTERNS", "FORMAT_NOTES", "DEFINED_FORMATS", "FORMAT_ALIASES"]
 
 
 def _alt(*parts: str) -> str:
@@ -281,6 +281,19 @@ _YEAR_NOT_ZERO = _alt("[0-9]{3}[1-9]", "[0-9]{2}[1-9]0", "[0-9][1-9]00", "[1-9]0
 _FULL_DATE_GEN = _alt(_YEAR_NOT_ZERO + "-" + _MONTH_DAY,
                       _alt("[0-9]{2}" + _MULTIPLE_OF_4, _MULTIPLE_OF_4 + "00") + "-02-29")
 _FULL_TIME_GEN = _TIME_HOUR + ":" + _TIME_MINUTE + ":[0-5][0-9]" + _SECFRAC + _TIME_OFFSET
+
+#: Draft 3's names for formats later drafts renamed: the same readings.
+FORMAT_ALIASES: dict[str, str] = {"host-name": "hostname", "ip-address": "ipv4"}
+
+#: Every format some JSON Schema draft (3 to 2020-12) defines, and python-jsonschema's
+#: ``FormatChecker`` checks. A validator that asserts formats checks these, so structgen reads
+#: each exactly (FORMAT_PATTERNS) or refuses it. Any other name is a *custom* format ("byte",
+#: "int32", "path"): the spec makes it an annotation, left to agreement between the parties, and
+#: validators ignore it; so does structgen, recording it in ``CompiledGrammar.relaxed``.
+DEFINED_FORMATS: frozenset[str] = frozenset(FORMAT_PATTERNS) | frozenset(FORMAT_ALIASES) | {
+    "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex", "color", "style", "phone", "utc-millisec",
+}
 
 #: The patterns generation uses (``canonical=True``): each a subset of FORMAT_PATTERNS.
 GENERATION_PATTERNS: dict[str, str] = dict(

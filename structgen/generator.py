@@ -44,7 +44,7 @@ class JsonResult:
     token_ids: list[int]
     finish_reason: Literal["eos", "grammar"]
     stats: GenerationStats
-    #: constraints ``lenient=True`` dropped (empty otherwise); see CompiledGrammar.relaxed
+    #: constraints left unchecked (lenient drops, custom formats); see CompiledGrammar.relaxed
     relaxed: tuple = ()
     #: with relaxed constraints the value may fail the schema: jsonschema's first error, if any
     validation_error: str | None = None

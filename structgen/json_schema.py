@@ -49,13 +49,13 @@ from .budget import BudgetExceededError, describe_with, place
 from .errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from .ir import ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, nodes, alt, seq
 from .json_text import JSON_CHAR, char_encodings, spellings, string_literal
-from .formats import FORMAT_PATTERNS, GENERATION_PATTERNS
+from .formats import DEFINED_FORMATS, FORMAT_ALIASES, FORMAT_PATTERNS, GENERATION_PATTERNS
 from .numbers import Bounds, bounded_number_ir, number_ir
 from .regex import char_set_ir, pattern_to_ir
 from . import regular
 from .regular import difference, intersect
 from .schema_arrays import array_expr
-from .schema_objects import MAX_ANY_ORDER_KEYS, key_except, object_expr, object_of
+from .schema_objects import MAX_ANY_ORDER_KEYS, MAX_KEY_REGIONS, key_except, object_expr, object_of
 from .schema_merge import Conj, Merged, Merger, Part, join_pointer as _join, resolve_ref
 
 __all__ = ["schema_to_grammar", "translate_schema", "Relaxed", "SUPPORTED_KEYWORDS",
@@ -92,7 +92,7 @@ KEYWORD_NOTES = {
     "patternProperties": "additional keys split by the patterns they match (key automata: "
                          "patterns intersected, the others subtracted), each region valued by its "
                          "patterns' subschemas; a defined key matching a pattern answers to both; "
-                         "up to 4 patterns per object",
+                         f"up to {MAX_KEY_REGIONS} regions (sets of patterns one key matches) per object",
     "propertyNames": "every key automaton intersected with the string language of its schema; "
                      "a defined key it rejects is forbidden",
     "minProperties": "members counted in the object's rules (per member position and count "
@@ -138,7 +138,12 @@ KEYWORD_NOTES = {
            "over strings, numbers, booleans, null (each value out in every spelling; numbers then "
            "without exponents), `false`; of `required` (a key absent), `properties` (a key present "
            "whose value is `not` its schema), `items` of one schema (some item `not` it, as "
-           "`contains`), `pattern` and known `format`s (strings outside the automaton: its complement), numeric bounds, lengths and item counts (the bound flipped, or another type); through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
+           "`contains`), `pattern` and known `format`s (strings outside the automaton: its "
+           "complement), `multipleOf` (numbers spelt without exponent, the multiples taken out), "
+           "`additionalProperties`, `patternProperties` and `propertyNames` (the object must have "
+           "a member that breaks them: up to 4 such members, tracked as bits beside the member "
+           "count), numeric bounds, lengths and item counts (the bound flipped, or another type); "
+           "through `not`, `anyOf`, `allOf`, `$ref` by De Morgan. "
            "`not: {}` matches nothing (dropped inside `anyOf`, as an optional property: a "
            "forbidden key); any other form refused",
     "$ref": "inside the document: resolved against the `$id` base URIs around it (relative paths, "
@@ -159,7 +164,9 @@ KEYWORD_NOTES = {
                   "above 4096 counter states",
     "pattern": "ECMA-262 (`u` flag) on the decoded string, unanchored search; lookaround, "
                "backreferences, `\\b`, `\\p{..}` refused",
-    "format": "exact regular languages, see the format table; unknown formats refused",
+    "format": "exact regular languages, see the format table; other formats JSON Schema defines "
+              "refused; custom formats (`byte`, `int32`, ...) are annotations: not checked, "
+              "recorded in `relaxed`",
 }
 
 #: Keywords that ``lenient=True`` may drop when structgen cannot honour them, recording each on
@@ -191,7 +198,8 @@ def _dialect(uri: Any) -> str:
 
 @dataclass(frozen=True)
 class Relaxed:
-    """A constraint ``lenient=True`` dropped: the keyword, where, and why it could not be kept."""
+    """A constraint left unchecked: the keyword, where, and why. ``lenient=True`` drops what
+    cannot be honoured; a custom ``format`` is never checked (the spec makes it an annotation)."""
 
     keyword: str
     pointer: str
@@ -224,6 +232,10 @@ class _Converter:
         self.strict = strict
         self.canonical = canonical
         self.lenient = lenient
+        # drafts 3 and 4: an integer has no fraction or exponent part (1.0 is a number only)
+        dialect = _dialect(root.get("$schema")) if isinstance(root, dict) else ""
+        self.integral_spellings = dialect not in ("json-schema.org/draft-03/schema",
+                                                  "json-schema.org/draft-04/schema")
         self.relaxed: list[Relaxed] = []
         self.rules: dict[str, Expr] = {}
         self.by_pointer: dict[str | tuple[str, ...], str] = {}
@@ -234,11 +246,14 @@ class _Converter:
     def refuse(self, keyword: str, pointer: str, hint: str) -> None:
         """Raise UnsupportedFeatureError, or under ``lenient`` record the keyword as dropped."""
         if self.lenient and keyword in LENIENT_KEYWORDS:
-            relaxed = Relaxed(keyword, pointer, hint)
-            if relaxed not in self.relaxed:  # a subschema may be merged into several places
-                self.relaxed.append(relaxed)
+            self.note(Relaxed(keyword, pointer, hint))
             return
         raise UnsupportedFeatureError(keyword, pointer=pointer, hint=hint)
+
+    def note(self, relaxed: Relaxed) -> None:
+        """Record a constraint left unchecked (once: a subschema may be merged into several places)."""
+        if relaxed not in self.relaxed:
+            self.relaxed.append(relaxed)
 
     def check(self, schema: dict, ptr: str) -> None:
         """Refuse (``lenient``: record) the assertion keywords structgen does not support, and
@@ -301,7 +316,8 @@ class _Converter:
             if name in bodies:
                 return self.rule(name, bodies[name])
             if name in ("number", "integer"):
-                self.rules[name] = number_ir(integer=name == "integer", forms="plain" if self.canonical else "any")
+                self.rules[name] = number_ir(integer=name == "integer", forms="plain" if self.canonical else "any",
+                                             integral_spellings=self.integral_spellings)
                 return Ref(name)
             if name == "value":
                 self.rules["value"] = Seq(())  # reserve the name (recursive)
@@ -427,13 +443,16 @@ class _Converter:
         forms = "plain" if self.canonical else "any"
         integer, fractional = t == "integer", t == "fraction"
         excluded = [(v, p) for v, p in m.excluded if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if not fractional and not excluded and m.bounds == Bounds() and m.divisor is None:
+        if not fractional and not excluded and not m.non_divisors and m.bounds == Bounds() and m.divisor is None:
             return self.primitive(t)
         ptr = m.number_pointer or m.pointer
+        # values taken out (not enum, not multipleOf) leave exponent spellings out: 2e0 is 2
+        exponents = not excluded and not m.non_divisors
 
         def build(divisor: Fraction | None) -> Expr:
             return bounded_number_ir(m.bounds, divisor, integer=integer, forms=forms, pointer=ptr,
-                                     exponents=not excluded, fractional=fractional)
+                                     exponents=exponents, fractional=fractional,
+                                     integral_spellings=self.integral_spellings)
 
         try:
             expr = build(m.divisor)
@@ -442,6 +461,13 @@ class _Converter:
                 raise
             self.refuse("multipleOf", err.pointer, err.hint)
             expr = build(None)
+        if m.non_divisors:  # every multiple taken out, however spelt (without exponent)
+            multiples = alt(*(bounded_number_ir(Bounds(), d, integer=False, forms=forms, pointer=where,
+                                                exponents=False) for d, where in m.non_divisors))
+            expr = difference(expr, multiples, what=f"the numbers at {ptr or '/'}")
+            if not expr.accept:
+                raise no_value(UnsupportedFeatureError("not", pointer=m.non_divisors[0][1],
+                                                       hint="every number left is a multiple `not` excludes"))
         if excluded:  # every spelling of each value taken out (1, 1.0, 1.00 ...)
             expr = difference(expr, alt(*(number_ir(integer=False, minimum=v, maximum=v) for v, _ in excluded)),
                               what=f"the numbers at {ptr or '/'}")
@@ -498,9 +524,15 @@ class _Converter:
                 self.refuse("pattern", err.pointer, err.hint)
                 return None
         patterns = GENERATION_PATTERNS if self.canonical else FORMAT_PATTERNS
+        value = FORMAT_ALIASES.get(value, value)
         if value in patterns:
             return pattern_to_ir(patterns[value], canonical=self.canonical)
-        self.refuse("format", where, f"unknown format {value!r} (known: {', '.join(sorted(FORMAT_PATTERNS))})")
+        if value not in DEFINED_FORMATS:  # an annotation: no constraint, but said so
+            self.note(Relaxed("format", where, f"custom format {value!r}: JSON Schema defines no such "
+                                                 "format, so it is an annotation, not checked"))
+            return None
+        self.refuse("format", where, f"format {value!r} is not supported "
+                                     f"(supported: {', '.join(sorted(FORMAT_PATTERNS))})")
         return None
 
     def string_content(self, m: Merged, pieces: list[Expr] | None = None) -> Expr:
@@ -532,6 +564,11 @@ class _Converter:
         for kind, value, where in m.avoided:  # under not: the strings it matches are taken out
             # A format's full reading, even when generating (whose own format patterns are
             # narrower): every string the format accepts is taken out.
+            if kind == "format":
+                value = FORMAT_ALIASES.get(value, value)
+                if value not in DEFINED_FORMATS:
+                    raise UnsupportedFeatureError("format", pointer=where, hint=f"custom format {value!r} under "
+                                                  "not: as an annotation it would exclude every string")
             avoided = (pattern_to_ir(FORMAT_PATTERNS[value], canonical=self.canonical)
                        if kind == "format" and value in FORMAT_PATTERNS else self.string_piece(kind, value, where))
             if avoided is None:

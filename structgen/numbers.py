@@ -124,20 +124,25 @@ def read_bounds(schema: dict, pointer: str) -> tuple[Bounds, Fraction | None]:
 
 def number_ir(*, integer: bool, minimum: Any = None, maximum: Any = None,
               exclusive_minimum: Any = None, exclusive_maximum: Any = None,
-              multiple_of: Any = None, forms: Forms = "any", pointer: str = "") -> Expr:
+              multiple_of: Any = None, forms: Forms = "any", pointer: str = "",
+              integral_spellings: bool = True) -> Expr:
     """The JSON numbers (``integer=True``: integers) that satisfy the given keywords."""
     schema = {k: v for k, v in (("minimum", minimum), ("maximum", maximum),
                                 ("exclusiveMinimum", exclusive_minimum),
                                 ("exclusiveMaximum", exclusive_maximum),
                                 ("multipleOf", multiple_of)) if v is not None}
     bounds, divisor = read_bounds(schema, pointer)
-    return bounded_number_ir(bounds, divisor, integer=integer, forms=forms, pointer=pointer)
+    return bounded_number_ir(bounds, divisor, integer=integer, forms=forms, pointer=pointer,
+                             integral_spellings=integral_spellings)
 
 
 def bounded_number_ir(bounds: Bounds, divisor: Fraction | None, *, integer: bool,
                       forms: Forms = "any", pointer: str = "", exponents: bool = True,
-                      fractional: bool = False) -> Expr:
+                      fractional: bool = False, integral_spellings: bool = True) -> Expr:
     """The JSON numbers in ``bounds`` that are multiples of ``divisor`` (when given).
+
+    ``integral_spellings=False`` reads ``integer`` as drafts 3 and 4 do: "a JSON number without
+    a fraction or exponent part", so ``1.0`` is no integer there (it is from draft 6 on).
 
     ``exponents=False`` leaves out exponent spellings even where no bound applies (a language
     with values taken out of it, as ``not`` does, cannot keep them exactly: ``1e0`` is ``1``).
@@ -159,13 +164,13 @@ def bounded_number_ir(bounds: Bounds, divisor: Fraction | None, *, integer: bool
     if divisor == 1 and integer:
         divisor = None
     if bounds == Bounds() and divisor is None and forms == "any" and exponents:
-        return _INTEGER_ANY if integer else JSON_NUMBER
+        return (_INTEGER_ANY if integral_spellings else JSON_INTEGER) if integer else JSON_NUMBER
     if integer:
         bounds = _integer_bounds(bounds)
     if bounds.is_empty():
         raise no_value(UnsupportedFeatureError("minimum", pointer=pointer,
                                                hint="no number lies within the bounds, so none can be generated"))
-    zero_fraction = integer and forms == "any"
+    zero_fraction = integer and forms == "any" and integral_spellings
     parts: list[Expr | None] = []
     # non-negative values: magnitudes in [max(lo, 0), hi]
     if bounds.hi is None or bounds.hi > 0 or (bounds.hi == 0 and not bounds.hi_open):

@@ -27,9 +27,10 @@ recursion, a :class:`~structgen.errors.CompileError`.
 when its branches, siblings merged in, are provably pairwise disjoint: by type, by ``enum``
 values, by numeric or length ranges, or by a property required in both whose values are
 disjoint (a discriminator); otherwise it is refused (``lenient``: read as ``anyOf``, recorded).
-``not`` of ``type``/``enum``/``const`` (and of ``not``, ``anyOf``, ``allOf``, ``$ref`` over
-those, by De Morgan) becomes a smaller type set or excluded values; ``not`` of anything else is
-refused.
+``not`` goes down by De Morgan (through ``not``, ``anyOf``, ``allOf``, ``$ref``) to atoms the
+frontend compiles exactly: a smaller type set, excluded values, flipped bounds, an absent key,
+a string outside a pattern, a number that is no multiple, a member the object must have
+(:class:`SomeMember`); ``not`` of anything else is refused.
 
 A conjunction no value satisfies (``false``, ``string`` ∩ ``integer``, ``not: {}``) raises an
 error marked by :func:`~structgen.errors.no_value`: an ``anyOf`` branch or an alternative that
@@ -58,7 +59,7 @@ from typing import Any, Callable
 from .errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from .numbers import Bounds, read_bounds
 
-__all__ = ["Part", "Conj", "Merged", "Merger", "merge", "LOCAL_KEYWORDS", "COMBINATOR_KEYWORDS",
+__all__ = ["Part", "Conj", "Merged", "Merger", "SomeMember", "merge", "LOCAL_KEYWORDS", "COMBINATOR_KEYWORDS",
            "MAX_ALTERNATIVES", "resolve_ref", "json_equal", "join_pointer"]
 
 #: Keywords merged by :class:`Merger` (each constrains one kind of value).
@@ -155,9 +156,28 @@ class _NotString:
 
 
 @dataclass(frozen=True)
+class _NotMultiple:
+    divisor: Fraction  # a number must not be a multiple of it
+    pointer: str  # of the multipleOf keyword inside not
+
+
+@dataclass(frozen=True)
 class _Absent:
     key: str  # an object must not have this key (if it is an object)
     pointer: str
+
+
+@dataclass(frozen=True)
+class SomeMember:
+    """An object must have a member whose key is in ``keys`` and whose value ``value`` accepts
+    (``None``: any value): what ``not`` over ``additionalProperties``, ``patternProperties`` or
+    ``propertyNames`` leaves. ``keys`` reads ``("pattern", p)``: keys ``p`` matches;
+    ``("extra", names, patterns)``: keys neither named nor matched; ``("names", part)``: keys
+    the ``propertyNames`` schema ``part`` rejects."""
+
+    keys: tuple
+    value: Part | None
+    pointer: str  # of the keyword inside not
 
 
 @dataclass(frozen=True)
@@ -166,7 +186,7 @@ class _OneOf:
     stack: tuple[str, ...]
 
 
-_Atom = Any  # Part | _NotType | _NotValues | _NotString | _Absent | _OneOf
+_Atom = Any  # Part | _NotType | _NotValues | _NotString | _NotMultiple | _Absent | SomeMember | _OneOf
 _Term = tuple  # tuple[_Atom, ...]: a conjunction
 
 
@@ -210,8 +230,12 @@ class Merged:
     avoided: list[tuple[str, str, str]] = field(default_factory=list)
     bounds: Bounds = Bounds()
     divisor: Fraction | None = None
+    #: (divisor, pointer) from not: numbers must be multiples of none of these
+    non_divisors: list[tuple[Fraction, str]] = field(default_factory=list)
     number_pointer: str = ""  # of the schema holding the (first) numeric keyword
     excluded: list[tuple[Any, str]] = field(default_factory=list)  # (value, pointer) from not
+    #: members the object must have (from not); the compiler supports one
+    some_members: list[SomeMember] = field(default_factory=list)
     #: False when ``properties`` come from several conjuncts, or ``required`` names keys they do
     #: not list: then the schema gives its keys no one order
     one_order: bool = True
@@ -295,8 +319,14 @@ class Merged:
         if self.divisor is not None:
             d = self.divisor
             out["multipleOf"] = int(d) if d.denominator == 1 else float(d)
+        if self.non_divisors:
+            out.setdefault("not", {})["anyOf"] = [
+                {"multipleOf": int(d) if d.denominator == 1 else float(d)} for d, _ in self.non_divisors]
         if self.excluded:
             out.setdefault("not", {})["enum"] = [v for v, _ in self.excluded]
+        if self.some_members:  # for reading only: no keyword says "some member"
+            out["x-some-member"] = [{"keys": list(map(str, some.keys)), "at": some.pointer}
+                                    for some in self.some_members]
         return out
 
 
@@ -486,6 +516,27 @@ class Merger:
                 string = Part({"type": "string"}, where + "~not", True)
                 avoided = _NotString(kw, schema[kw], where)
                 pieces.append(lambda string=string, avoided=avoided: [(string, avoided)])
+            elif kw == "contains":  # fewer matching items than minContains, or more than maxContains
+                lo = _non_negative_int(schema, "minContains", ptr) if "minContains" in schema else 1
+                hi = _non_negative_int(schema, "maxContains", ptr) if "maxContains" in schema else None
+                sub = schema[kw]
+                if lo == 1:  # none: every item breaks it
+                    few = Part({"type": "array", "items": {"not": sub}}, where + "~not", True)
+                    pieces.append(lambda few=few: [(few,)])
+                elif lo > 1:
+                    few = Part({"type": "array", "contains": sub, "minContains": 0, "maxContains": lo - 1},
+                               where + "~not", True)
+                    pieces.append(lambda few=few: [(few,)])
+                if hi is not None:
+                    many = Part({"type": "array", "contains": sub, "minContains": hi + 1}, where + "~many", True)
+                    pieces.append(lambda many=many: [(many,)])
+            elif kw == "multipleOf":  # a number that is no multiple (spelt without exponent)
+                _, divisor = read_bounds({kw: schema[kw]}, ptr)
+                number = Part({"type": "number"}, where + "~not", True)
+                pieces.append(lambda number=number, divisor=divisor, where=where:
+                              [(number, _NotMultiple(divisor, where))])
+            elif kw in ("additionalProperties", "patternProperties", "propertyNames"):
+                pieces += self._negate_members(schema, kw, where)
             elif kw == "items":  # only a single schema (see _negate): some item breaks it
                 some = Part({"type": "array", "contains": {"not": schema[kw]}}, where + "~not", True)
                 pieces.append(lambda some=some: [(some,)])
@@ -498,6 +549,59 @@ class Merger:
                                   join_pointer(where, key) + "~not", True)
                     pieces.append(lambda broken=broken: [(broken,)])
         return pieces
+
+    def _negate_dependencies(self, schema: dict, kw: str, ptr: str, stack: tuple[str, ...],
+                             keyword: str) -> list[Callable[[], list[_Term]]]:
+        """``not`` over ``dependencies``/``dependentRequired``/``dependentSchemas``: an object with
+        some key present whose required keys are not all there, or whose schema breaks."""
+        if kw not in schema:
+            return []
+        table = schema[kw]
+        if not isinstance(table, dict):
+            raise SchemaError(f"{kw} must be an object", pointer=join_pointer(ptr, kw))
+        pieces: list[Callable[[], list[_Term]]] = []
+        for key, need in table.items():
+            where = join_pointer(ptr, kw, key)
+            present = Part({"type": "object", "required": [key]}, where + "~not", True)
+            if isinstance(need, list):
+                if kw == "dependentSchemas" or not all(isinstance(k, str) for k in need):
+                    raise SchemaError(f"{kw} values must be {'schemas' if kw == 'dependentSchemas' else 'arrays of strings'}",
+                                      pointer=where)
+                pieces.append(lambda present=present, need=need, where=where:
+                              [(present, _Absent(k, where)) for k in need if k != key])
+            else:
+                if kw == "dependentRequired":
+                    raise SchemaError("dependentRequired values must be arrays of strings", pointer=where)
+                pieces.append(lambda present=present, need=need, where=where: [
+                    (present,) + t for t in self._negate(Part(need, where), stack, keyword)])
+        return pieces
+
+    @staticmethod
+    def _negate_members(schema: dict, kw: str, where: str) -> list[Callable[[], list[_Term]]]:
+        """``not`` over a keyword about members: an object with some member that breaks it."""
+        obj = Part({"type": "object"}, where + "~not", True)
+        table = schema[kw]
+        found: list[SomeMember] = []
+        if kw == "propertyNames":  # some key the names schema rejects, any value
+            found.append(SomeMember(("names", Part(table, where)), None, where))
+        elif kw == "additionalProperties":  # some key neither named nor matched, its value not A
+            if not isinstance(table, (bool, dict)):
+                raise SchemaError("additionalProperties must be a schema", pointer=where)
+            props, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
+            if not isinstance(props, dict) or not isinstance(patterns, dict):
+                raise SchemaError("properties and patternProperties must be objects", pointer=where)
+            if table is not True:
+                value = None if table is False else Part({"not": table}, where + "~value", True)
+                found.append(SomeMember(("extra", tuple(props), tuple(patterns)), value, where))
+        else:  # patternProperties: not (every key matching p has a value in S, for each p)
+            if not isinstance(table, dict):
+                raise SchemaError("patternProperties must be an object", pointer=where)
+            for pattern, sub in table.items():
+                at = join_pointer(where, pattern)
+                if sub is not True:
+                    value = None if sub is False else Part({"not": sub}, at + "~value", True)
+                    found.append(SomeMember(("pattern", pattern), value, at))
+        return [lambda some=some: [(obj, some)] for some in found]
 
     def _negate(self, part: Part, stack: tuple[str, ...], keyword: str = "not") -> list[_Term]:
         """The disjunctive normal form of ``not`` ``part`` (De Morgan down to type and values)."""
@@ -515,15 +619,19 @@ class Merger:
         if "$ref" in schema and self.ref_alone:
             return self._negate(resolve_ref(self.root, schema["$ref"], ptr), stack, keyword)
         keys = [k for k in schema if k in LOCAL_KEYWORDS | COMBINATOR_KEYWORDS]
-        exact = {"type", "enum", "const", "not", "anyOf", "allOf", "$ref", "required", "properties", "pattern",
-                 "format", *_FLIPS}
+        exact = {"type", "enum", "const", "not", "anyOf", "allOf", "oneOf", "$ref", "required", "properties",
+                 "pattern", "format", "additionalProperties", "patternProperties", "propertyNames", "multipleOf",
+                 "contains", "minContains", "maxContains", "dependencies", "dependentRequired",
+                 "dependentSchemas", *_FLIPS}
         if isinstance(schema.get("items"), (dict, bool)) and "prefixItems" not in schema:
             exact.add("items")  # every item matches X; negated: some item matches not X
         inexact = [k for k in keys if k not in exact or (k in _FLIPS and isinstance(schema[k], bool))]
         if inexact:
             self.refuse(keyword, ptr, f"`not` is exact over type, enum, const, required, properties, "
-                                      f"items (one schema), numeric bounds, lengths and item counts (and "
-                                      f"not, anyOf, allOf, $ref of those); not over {', '.join(inexact)}")
+                                      f"additionalProperties, patternProperties, propertyNames, multipleOf, "
+                                      f"contains, dependencies, items (one schema), numeric bounds, lengths "
+                                      f"and item counts (and not, anyOf, allOf, oneOf, $ref of those); not "
+                                      f"over {', '.join(inexact)}")
             return [()]  # lenient: the negation is dropped
         if not keys:
             raise everything
@@ -543,14 +651,22 @@ class Merger:
         for i, sub in enumerate(_schema_list(schema, "allOf", ptr) if "allOf" in schema else []):
             pieces.append(lambda i=i, sub=sub: self._negate(Part(sub, join_pointer(ptr, "allOf", i)), stack, keyword))
         pieces += self._negate_local(schema, ptr, keyword, stack)
-        if "anyOf" in schema:
-            def none_of() -> list[_Term]:  # not (A or B) = (not A) and (not B)
+        for kw in ("dependencies", "dependentRequired", "dependentSchemas"):
+            pieces += self._negate_dependencies(schema, kw, ptr, stack, keyword)
+        for kw in ("anyOf", "oneOf"):
+            if kw not in schema:
+                continue
+            branches = [Part(sub, join_pointer(ptr, kw, i)) for i, sub in enumerate(_schema_list(schema, kw, ptr))]
+
+            def none_of(branches=branches) -> list[_Term]:  # not (A or B) = (not A) and (not B)
                 terms: list[_Term] = [()]
-                for i, sub in enumerate(_schema_list(schema, "anyOf", ptr)):
-                    terms = self._product(terms, self._negate(Part(sub, join_pointer(ptr, "anyOf", i)), stack, keyword),
-                                          "not", ptr)
+                for branch in branches:
+                    terms = self._product(terms, self._negate(branch, stack, keyword), "not", ptr)
                 return terms
             pieces.append(none_of)
+            if kw == "oneOf":  # not exactly one: none, or two (or more) at once
+                pieces += [lambda a=a, b=b: self._product(self._dnf(a, stack), self._dnf(b, stack), "not", ptr)
+                           for i, a in enumerate(branches) for b in branches[i + 1:]]
         out = self._either(pieces, nothing=everything)
         if len(out) > MAX_ALTERNATIVES:
             raise UnsupportedFeatureError("not", pointer=ptr, hint=f"the negation has {len(out)} alternatives "
@@ -821,6 +937,10 @@ class Merger:
                 type_sources.append(atom.pointer + " (under not)")
             elif isinstance(atom, _NotValues):
                 m.excluded += [(v, atom.pointer) for v in atom.values]
+            elif isinstance(atom, _NotMultiple) and (atom.divisor, atom.pointer) not in m.non_divisors:
+                m.non_divisors.append((atom.divisor, atom.pointer))
+            elif isinstance(atom, SomeMember) and atom not in m.some_members:
+                m.some_members.append(atom)
             elif isinstance(atom, _NotString) and (atom.kind, atom.value, atom.pointer) not in m.avoided:
                 m.avoided.append((atom.kind, atom.value, atom.pointer))
         if type_order is not None:
@@ -835,8 +955,13 @@ class Merger:
             excluded = [v for v, _ in m.excluded]
             m.enum = [v for v in m.enum if _kind(v) in kinds and not any(json_equal(v, x) for x in excluded)]
             m.enum = self._valid_values(m.enum, parts, m.pointer, enum_source)
-            m.enum = [v for v in m.enum if not (isinstance(v, str) and _matches_avoided(v, m.avoided))]
+            m.enum = [v for v in m.enum if not (isinstance(v, str) and _matches_avoided(v, m.avoided))
+                      and not any(_is_multiple(v, d) for d, _ in m.non_divisors)]
+            if not m.enum:
+                raise no_value(UnsupportedFeatureError("enum", pointer=m.pointer,
+                                                       hint="no enum value is left once the negations apply"))
             m.avoided = []
+            m.non_divisors = []
             m.excluded = []
         else:
             for value, ptr in m.excluded:
@@ -1012,13 +1137,22 @@ def _lcm(a: Fraction, b: Fraction) -> Fraction:
 _PATTERNS: dict[tuple[str, str], Any] = {}
 
 
+def _is_multiple(value: Any, divisor: Fraction) -> bool:
+    """Whether ``value`` is a number that is a multiple of ``divisor`` (decimals exactly)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    exact = Fraction(value) if isinstance(value, int) else Fraction(repr(value))
+    return (exact / divisor).denominator == 1
+
+
 def _matches_avoided(value: str, avoided: list[tuple[str, str, str]]) -> bool:
     """Whether the string ``value`` matches one of the patterns or known formats ``avoided``."""
-    from .formats import FORMAT_PATTERNS
+    from .formats import FORMAT_ALIASES, FORMAT_PATTERNS
 
     for kind, what, ptr in avoided:
+        what = FORMAT_ALIASES.get(what, what) if kind == "format" else what
         if kind == "format" and what not in FORMAT_PATTERNS:
-            raise UnsupportedFeatureError("format", pointer=ptr, hint=f"unknown format {what!r} under not")
+            raise UnsupportedFeatureError("format", pointer=ptr, hint=f"format {what!r} under not is not supported")
         if pattern_matches(what if kind == "pattern" else FORMAT_PATTERNS[what], value, ptr):
             return True
     return False

@@ -57,7 +57,7 @@ def test_raw_prompt_and_prompt_ids(generator):
 @pytest.mark.parametrize("schema,error", [
     ({"type": "strin"}, SchemaError),
     ({"type": "string", "pattern": "(?=a)b"}, UnsupportedFeatureError),
-    ({"type": "string", "format": "color"}, UnsupportedFeatureError),
+    ({"type": "string", "format": "color"}, UnsupportedFeatureError),  # defined (draft 3), not supported
     ({"$ref": "#/$defs/missing"}, SchemaError),
     ({"enum": []}, SchemaError),
     ("{not json", SchemaError),

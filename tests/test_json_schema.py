@@ -110,6 +110,106 @@ def test_compact_allows_no_whitespace():
     assert not accepts(PERSON, '{"name": "Ada"}', whitespace="compact")
 
 
+@pytest.mark.parametrize("schema", [
+    {"not": {"multipleOf": 2}},
+    {"type": "integer", "not": {"multipleOf": 3}},
+    {"not": {"multipleOf": 0.5}, "minimum": -3, "maximum": 3},
+    {"enum": [1, 2, 3, 4, "x"], "not": {"multipleOf": 2}},
+    {"anyOf": [{"multipleOf": 2}, {"multipleOf": 3}], "not": {"multipleOf": 6}},
+    {"oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]},  # "exactly one" needs the negation
+], ids=json.dumps)
+def test_not_multiple_of_is_exact_without_exponents(schema):
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in ["0", "1", "2", "3", "4", "6", "-4", "-3", "1.5", "2.0", "2.5", "0.5", "7", "12", '"x"',
+                 "null", "-0", "3.0", "6.00", "-1.50"]:
+        assert accepts(schema, text) is validator.is_valid(json.loads(text)), text
+    assert accepts({"not": {"multipleOf": 2}}, "1e0") is False  # exponents left out (sound)
+
+
+_D7 = "http://json-schema.org/draft-07/schema#"
+
+
+@pytest.mark.parametrize("schema,texts", [
+    ({"not": {"contains": {"const": 1}}}, ["[]", "[1]", "[2]", "[2, 1]", "[2, 3]", "1", "{}"]),
+    ({"type": "array", "not": {"contains": {"const": 1}, "minContains": 2}}, ["[]", "[1]", "[1, 1]", "[2, 1, 3]"]),
+    ({"type": "array", "not": {"contains": {"const": 1}, "maxContains": 1}}, ["[]", "[1]", "[1, 1]", "[1, 2, 1]"]),
+    ({"not": {"oneOf": [{"type": "integer"}, {"minimum": 2}]}}, ["1", "2", "1.5", "2.5", '"x"', "0.5"]),
+    ({"type": "object", "not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}},
+     ["{}", '{"a": 1}', '{"b": 1}', '{"a": 1, "b": 1}']),
+    ({"$schema": _D7, "type": "object", "not": {"dependencies": {"a": ["b", "c"]}}},
+     ["{}", '{"a": 1}', '{"a": 1, "b": 1}', '{"a": 1, "b": 1, "c": 1}', '{"b": 1}']),
+    ({"type": "object", "not": {"dependentSchemas": {"a": {"required": ["b"]}}}},
+     ["{}", '{"a": 1}', '{"a": 1, "b": 1}', '{"b": 1}']),
+    ({"$schema": _D7, "type": "object", "oneOf": [{"required": ["a"]}, {"dependencies": {"b": ["a"]}}]},
+     ["{}", '{"a": 1}', '{"b": 1}', '{"a": 1, "b": 1}']),
+], ids=lambda x: json.dumps(x)[:50])
+def test_not_over_contains_oneof_and_dependencies_is_exact(schema, texts):
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for text in texts:
+        assert accepts(schema, text) is validator.is_valid(json.loads(text)), text
+
+
+# not over a keyword about members: an object with some member that breaks it
+_SOME_MEMBER = [
+    ({"not": {"additionalProperties": False}}, ['{}', '{"a": 1}', '1', '"x"']),
+    ({"properties": {"a": {}}, "not": {"properties": {"a": {}}, "additionalProperties": False}},
+     ['{}', '{"a": 1}', '{"a": 1, "b": 2}', '{"b": 2}']),
+    ({"not": {"patternProperties": {"^x": {"type": "integer"}}}},
+     ['{}', '{"x1": 1}', '{"x1": "s"}', '{"y": "s"}', '{"y": 1, "x": null}']),
+    ({"not": {"propertyNames": {"maxLength": 2}}}, ['{}', '{"ab": 1}', '{"abc": 1}', '{"ab": 1, "abcd": 2}']),
+    ({"properties": {"p": {"type": "string"}, "q": {}}, "required": ["p"],
+      "not": {"propertyNames": {"pattern": "^[pq]$"}}},
+     ['{"p": "s"}', '{"p": "s", "q": 1}', '{"p": "s", "r": 1}', '{"p": "s", "q": 1, "zz": 2}']),
+    ({"properties": {"a": {"type": "integer"}}, "not": {"additionalProperties": {"type": "string"}}},
+     ['{"a": 1}', '{"a": 1, "b": "s"}', '{"a": 1, "b": 2}', '{"b": "x", "c": 3}']),
+    # the branches overlap on {}: each is "itself and not the other", so a key of the other's
+    ({"oneOf": [{"properties": {"a": {}}, "additionalProperties": False},
+                {"properties": {"b": {}}, "additionalProperties": False}]},
+     ['{}', '{"a": 1}', '{"b": 1}', '{"a": 1, "b": 1}', '{"c": 1}']),
+    # two members asked for: one member may be both
+    ({"not": {"additionalProperties": False}, "allOf": [{"not": {"propertyNames": {"maxLength": 3}}}]},
+     ['{}', '{"a": 1}', '{"abcd": 1}', '{"a": 1, "abcd": 2}']),
+    ({"properties": {"a": {}, "b": {}},
+      "not": {"anyOf": [{"propertyNames": {"pattern": "^a"}}, {"propertyNames": {"pattern": "^b"}}]}},
+     ['{"c": 1}', '{"a": 1, "b": 2}', '{"a": 1}', '{"ab": 1}', '{"a": 1, "ab": 2}', '{"b": 1, "ab": 2}']),
+    # properties merged from two conjuncts: keys in any order, the member asked for anywhere
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {}}}],
+      "not": {"propertyNames": {"enum": ["a", "b"]}}},
+     ['{"a": 1}', '{"b": 1, "a": 1}', '{"b": 1, "z": 1, "a": 1}', '{"z": 1}', '{"a": "s", "z": 1}']),
+    ({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {}}}],
+      "not": {"anyOf": [{"propertyNames": {"pattern": "^a"}}, {"propertyNames": {"pattern": "^b"}}]}},
+     ['{"a": 1}', '{"b": 1, "a": 1}', '{"a": 1, "c": 2}', '{"b": 1}']),
+]
+
+
+@pytest.mark.parametrize("schema,text", [(schema, text) for schema, texts in _SOME_MEMBER for text in texts])
+def test_not_over_member_keywords_is_exact(schema, text):
+    import jsonschema
+
+    want = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+    assert accepts(schema, text) is want
+    assert accepts(schema, json.dumps(json.loads(text), separators=(",", ":")), whitespace="compact") is want
+
+
+def test_generation_writes_the_member_not_asks_for():
+    # strict generation closes objects, so the member must come from a named key or a pattern
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+              "patternProperties": {"^x-": {"type": "boolean"}},
+              "not": {"properties": {"a": {}, "b": {}}, "additionalProperties": False}}
+    compiled = structgen.compile_json_schema(schema, BYTES, whitespace="compact", strict=True, canonical=True)
+
+    def ok(text):
+        m = compiled.matcher()
+        return all(m.advance(b) for b in text.encode()) and m.can_end()
+
+    assert ok('{"x-1":true}') and ok('{"a":1,"x-1":true}')
+    assert not ok('{}') and not ok('{"a":1,"b":2}') and not ok('{"a":1,"c":2}')
+
+
 @pytest.mark.parametrize("schema,keyword,pointer", [
     ({"type": "object", "properties": {"x": {"type": "number", "multipleOf": 1234567.89}}}, "multipleOf",
      "/properties/x/multipleOf"),
@@ -232,13 +332,35 @@ def test_patterns_and_formats(schema, text, ok):
     assert accepts(schema, text) is ok
 
 
-def test_unknown_format_is_refused_or_relaxed():
-    schema = {"type": "object", "properties": {"c": {"type": "string", "format": "color-hex"}}}
-    with pytest.raises(UnsupportedFeatureError, match="color-hex") as info:
+def test_a_defined_format_structgen_lacks_is_refused_or_relaxed():
+    schema = {"type": "object", "properties": {"c": {"type": "string", "format": "color"}}}
+    with pytest.raises(UnsupportedFeatureError, match="'color'") as info:
         structgen.compile_json_schema(schema, BYTES)
     assert info.value.pointer == "/properties/c/format"
     relaxed = structgen.compile_json_schema(schema, BYTES, lenient=True).relaxed
     assert [(r.keyword, r.pointer) for r in relaxed] == [("format", "/properties/c/format")]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_custom_format_is_an_annotation_recorded_as_unchecked(strict):
+    # OpenAPI's "byte", Kubernetes' "int-or-string": JSON Schema defines no such format, so a
+    # validator ignores it (python-jsonschema does) and so does structgen, saying so.
+    schema = {"type": "object", "properties": {"data": {"type": "string", "format": "byte"}}}
+    compiled = structgen.compile_json_schema(schema, BYTES, strict=strict, canonical=strict)
+    assert [(r.keyword, r.pointer) for r in compiled.relaxed] == [("format", "/properties/data/format")]
+    assert "custom format 'byte'" in compiled.relaxed[0].reason
+    m = compiled.matcher()
+    assert all(m.advance(b) for b in b'{"data":"not base64!"}') and m.can_end()
+    # under not, an annotation would exclude every string: refused rather than guessed
+    with pytest.raises(UnsupportedFeatureError, match="custom format 'byte' under not"):
+        structgen.compile_json_schema({"type": "string", "not": {"format": "byte"}}, BYTES)
+
+
+def test_draft3_format_names_read_as_their_later_names():
+    assert accepts({"type": "string", "format": "host-name"}, '"example.com"') is True
+    assert accepts({"type": "string", "format": "host-name"}, '"-bad-"') is False
+    assert accepts({"type": "string", "format": "ip-address"}, '"10.0.0.1"') is True
+    assert accepts({"type": "string", "format": "ip-address"}, '"10.0.0.256"') is False
 
 
 def test_a_length_too_large_beside_a_format_is_refused_or_relaxed():
@@ -392,10 +514,10 @@ def test_combinators(schema, text, ok):
 
 
 @pytest.mark.parametrize("schema,keyword,pointer", [
-    ({"oneOf": [{"properties": {"a": {}}, "additionalProperties": False},
-                {"properties": {"b": {}}, "additionalProperties": False}]}, "oneOf", "/oneOf"),
-    ({"type": "integer", "oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]}, "oneOf", "/oneOf"),
-    ({"not": {"type": "string", "patternProperties": {"a": {}}}}, "not", "/not"),
+    ({"type": "array", "oneOf": [{"items": {"type": "integer"}}, {"contains": {"type": "string"}}]}, "oneOf", "/oneOf"),
+    ({"not": {"type": "string", "uniqueItems": True}}, "not", "/not"),
+    ({"allOf": [{"not": {"propertyNames": {"pattern": p}}} for p in "abcde"]},
+     "not", "/allOf/4/not/propertyNames"),  # five members asked for: four are supported
     ({"not": {}}, "not", "/not"),
     ({"not": True}, "not", "/not"),
     ({"type": "object", "not": {"const": {"a": 1}}}, "not", "/not/const"),
@@ -456,13 +578,13 @@ def test_known_drafts_are_accepted_as_schema_dialects():
 
 
 def test_lenient_reads_oneof_as_anyof_and_drops_inexact_not():
-    schema = {"properties": {"n": {"type": "integer", "oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]},
-                             "s": {"type": "string", "not": {"propertyNames": {"pattern": "x"}}}}}
+    schema = {"properties": {"n": {"type": "array", "oneOf": [{"items": {"type": "integer"}}, {"contains": {"type": "string"}}]},
+                             "s": {"type": "string", "not": {"uniqueItems": True}}}}
     compiled = structgen.compile_json_schema(schema, BYTES, lenient=True)
     assert [(r.keyword, r.pointer) for r in compiled.relaxed] == [
         ("oneOf", "/properties/n/oneOf"), ("not", "/properties/s/not")]
     m = compiled.matcher()
-    assert all(m.advance(b) for b in b'{"n": 6, "s": "x"}') and m.can_end()
+    assert all(m.advance(b) for b in b'{"n": [1], "s": "x"}') and m.can_end()
     with pytest.raises(UnsupportedFeatureError):  # allOf is exact or refused, never relaxed
         structgen.compile_json_schema({"allOf": [{"$ref": "https://example.com/s.json"}]}, BYTES, lenient=True)
 
@@ -763,3 +885,19 @@ def test_non_string_keys_in_a_python_schema_are_schema_errors(schema, pointer):
     with pytest.raises(SchemaError, match="keys must be strings") as info:
         structgen.compile_json_schema(schema, BYTES)
     assert info.value.pointer == pointer
+
+
+@pytest.mark.parametrize("draft,later", [
+    ("http://json-schema.org/draft-04/schema#", False), ("http://json-schema.org/draft-03/schema#", False),
+    ("http://json-schema.org/draft-07/schema#", True), ("https://json-schema.org/draft/2020-12/schema", True)])
+def test_integer_spellings_follow_the_draft(draft, later):
+    # draft 4: "a JSON number without a fraction or exponent part"; from draft 6 on, 1.0 is one
+    import jsonschema
+
+    for extra in ({}, {"minimum": 0, "maximum": 100}):
+        schema = {"$schema": draft, "type": "integer", **extra}
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        for text in ("12", "-0", "12.0", "12.00"):
+            assert accepts(schema, text) is validator.is_valid(json.loads(text)) is (later or "." not in text)
+    schema = {"$schema": draft, "type": "integer"}
+    assert accepts(schema, "1e1") is later  # (with bounds, exponents are refused in every draft)
