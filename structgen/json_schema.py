@@ -106,7 +106,9 @@ KEYWORD_NOTES = {
                 "`uniqueItems`: in the counting automaton's states, up to 4096)",
     "maxItems": "as `minItems`",
     "contains": "each item either matches it or not (the `not` of its schema, which must be exact "
-                "as for `not`), the matches counted; `minContains`/`maxContains` bound the count",
+                "as for `not`), the matches counted; `minContains`/`maxContains` bound the count; "
+                "up to 3 `contains` on one array (from `allOf` or negations), each element classed "
+                "by the subset it matches",
     "minContains": "with `contains`",
     "maxContains": "with `contains`",
     "uniqueItems": "exact where every item is one of a finite set of values (`enum`, `const`, "

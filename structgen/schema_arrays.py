@@ -9,11 +9,13 @@ keywords are read as a small automaton over *element classes*:
   beside the rule's state, so ``maxItems: 10000`` costs no more states than ``maxItems: 10``;
 - ``contains``: each element is either one that matches the ``contains`` subschema or one that
   does not (``not`` of it, which must be exact, see :mod:`structgen.schema_merge`), and the
-  state counts the matches up to ``maxContains + 1``;
+  state counts the matches up to ``maxContains + 1``; with several ``contains`` (merged from
+  ``allOf``, or left by a negation) an element is classed by the subset it matches, and the
+  state counts each;
 - ``uniqueItems``: each element is one literal of a finite set (an ``enum``, booleans, null),
   and the state is the set already written.
 
-States are ``(elements written, matches, literals used)``, capped where larger counts behave
+States are ``(elements written, matches per contains, literals used)``, capped where larger counts behave
 alike; a rule per state says what may follow it. States from which no accepting end can be
 reached are pruned, so a mask never lets a token into a dead end. At most
 :data:`MAX_ARRAY_STATES` states, else :class:`~structgen.errors.UnsupportedFeatureError`.
@@ -43,10 +45,13 @@ from .schema_merge import Conj, Merged, Part, json_equal
 if TYPE_CHECKING:
     from .json_schema import _Converter
 
-__all__ = ["array_expr", "MAX_ARRAY_STATES", "MAX_UNIQUE_LITERALS"]
+__all__ = ["array_expr", "MAX_ARRAY_STATES", "MAX_UNIQUE_LITERALS", "MAX_CONTAINS"]
 
 #: Bound on the states of one array's counting automaton (items x matches x literal sets).
 MAX_ARRAY_STATES = 4096
+#: More ``contains`` on one array than this are refused (each element is classed by the
+#: subset of them it matches: 2**n classes).
+MAX_CONTAINS = 3
 #: ``uniqueItems`` over more literals than this is refused (the sets written grow as 2**n).
 MAX_UNIQUE_LITERALS = 12
 
@@ -67,16 +72,22 @@ def array_expr(cv: "_Converter", m: Merged) -> Expr:
     if longest is not None and lo > longest:
         where = m.min_items_pointer or m.pointer
         raise no_value(SchemaError(f"no array of at least {lo} items fits the item schemas", pointer=where))
-    if m.contains is not None and (m.contains[1] > 0 or m.contains[2] is not None):
-        classes = _contains_classes(cv, m, positions, rest)
+    # a contains with minContains 0 and no maxContains holds for every array
+    counted = [c for c in m.contains if c[1] > 0 or c[2] is not None]
+    if len(counted) > MAX_CONTAINS:
+        cv.refuse("contains", counted[MAX_CONTAINS][0].pointer,
+                  f"{len(counted)} contains apply to one array (limit {MAX_CONTAINS})")
+        counted = counted[:MAX_CONTAINS]
+    if counted:
+        classes = _contains_classes(cv, m, counted, positions, rest)
         if classes is not None:
             if m.unique is not None and (longest is None or longest > 1):
                 cv.refuse("uniqueItems", m.unique, "uniqueItems beside contains is not supported")
-            return _automaton(cv, m, classes, lo, longest)
+            return _automaton(cv, m, counted, classes, lo, longest)
     if m.unique is not None and (longest is None or longest > 1):
         classes = _unique_classes(cv, m, positions, rest)
         if classes is not None:
-            return _automaton(cv, m, classes, lo, longest)
+            return _automaton(cv, m, [], classes, lo, longest)
     return _counted(cv, positions, rest, lo, longest)
 
 
@@ -111,15 +122,17 @@ def _counted(cv: "_Converter", positions: list[Ref | None], rest: Ref | None, lo
     return alt(*options)
 
 
-# -- element classes: (expression, matches contains, literal index) per position
+# -- element classes: (expression, which contains it matches, literal index) per position
+
+Class = tuple  # (expression, tuple[bool, ...] per counted contains, literal index or -1)
 
 
-def _contains_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
-                      rest: Ref | None) -> list[list[tuple[Expr, bool, int]]] | None:
-    """Per position (the last stands for every later one), the elements that match ``contains``
-    and those that do not; None when ``lenient`` dropped the keyword."""
-    part, _, _ = m.contains
-    negated = Part({"not": part.schema}, part.pointer + "~not")  # "~n" never occurs in a pointer
+def _contains_classes(cv: "_Converter", m: Merged, counted: list[tuple[Part, int, int | None]],
+                      positions: list[Ref | None], rest: Ref | None) -> list[list[Class]] | None:
+    """Per position (the last stands for every later one), the elements by which ``contains``
+    subschemas they match (each combination: that subschema or its ``not``); None when
+    ``lenient`` dropped the keyword."""
+    negated = [Part({"not": part.schema}, part.pointer + "~not") for part, _, _ in counted]  # "~n" never occurs in a pointer
     out = []
     for i, place in enumerate(positions + [rest]):
         base = (m.prefix[i] if i < len(m.prefix) else m.items or Conj()).parts
@@ -127,11 +140,13 @@ def _contains_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
             out.append([])
             continue
         options = []
-        for extra, matches in ((part, True), (negated, False)):
+        for combo in range(1 << len(counted)):
+            matches = tuple(bool(combo >> j & 1) for j in range(len(counted)))
+            extra = tuple(part if hit else neg for (part, _, _), neg, hit in zip(counted, negated, matches))
             try:
-                ref = cv.position_or_none(Conj(base + (extra,)))
+                ref = cv.position_or_none(Conj(base + extra))
             except UnsupportedFeatureError as err:
-                cv.refuse("contains", part.pointer,
+                cv.refuse("contains", counted[0][0].pointer,
                           f"the items that do not match contains cannot be described exactly ({err.hint})")
                 return None
             if ref is not None:
@@ -141,7 +156,7 @@ def _contains_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
 
 
 def _unique_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
-                    rest: Ref | None) -> list[list[tuple[Expr, bool, int]]] | None:
+                    rest: Ref | None) -> list[list[Class]] | None:
     """Per position, one class per literal it may hold (``uniqueItems`` over finite sets)."""
     literals: list[Any] = []
     out = []
@@ -158,7 +173,7 @@ def _unique_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
             if k is None:
                 k = len(literals)
                 literals.append(v)
-            options.append((cv.literal(v, conj.key[0] if conj.parts else m.pointer), False, k))
+            options.append((cv.literal(v, conj.key[0] if conj.parts else m.pointer), (), k))
         out.append(options)
     if len(literals) > MAX_UNIQUE_LITERALS:
         cv.refuse("uniqueItems", m.unique, f"uniqueItems over {len(literals)} values (limit "
@@ -187,31 +202,30 @@ def _finite_values(cv: "_Converter", conj: Conj) -> list[Any] | None:
 # -- the counting automaton
 
 
-def _automaton(cv: "_Converter", m: Merged, classes: list[list[tuple[Expr, bool, int]]], lo: int,
-               longest: int | None) -> Expr:
-    """Rules over states (elements written, matches, literals used), dead states pruned."""
-    _, min_c, max_c = m.contains if m.contains is not None else (None, 0, None)
+def _automaton(cv: "_Converter", m: Merged, counted: list[tuple[Part, int, int | None]],
+               classes: list[list[Class]], lo: int, longest: int | None) -> Expr:
+    """Rules over states (elements written, matches per contains, literals used), dead states pruned."""
     # counts that behave alike share a state; 0 (nothing written yet: no comma) stands alone
     n_cap = max(len(classes) - 1, lo, 1) if longest is None else longest
-    c_cap = max_c + 1 if max_c is not None else min_c
+    caps = [hi + 1 if hi is not None else lo_c for _, lo_c, hi in counted]
 
-    def moves(state: tuple[int, int, frozenset[int]]):
-        n, c, used = state
+    def moves(state: tuple[int, tuple[int, ...], frozenset[int]]):
+        n, counts, used = state
         if longest is not None and n >= longest:
             return
         for expr, matches, literal in classes[min(n, len(classes) - 1)]:
             if literal in used:
                 continue
-            c2 = min(c + matches, c_cap)
-            if max_c is not None and c2 > max_c:
+            after = tuple(min(c + hit, cap) for c, hit, cap in zip(counts, matches, caps))
+            if any(hi is not None and c > hi for c, (_, _, hi) in zip(after, counted)):
                 continue
-            yield expr, (min(n + 1, n_cap), c2, used | {literal} if literal >= 0 else used)
+            yield expr, (min(n + 1, n_cap), after, used | {literal} if literal >= 0 else used)
 
-    def accepting(state: tuple[int, int, frozenset[int]]) -> bool:
-        n, c, _ = state
-        return n >= lo and c >= min_c
+    def accepting(state: tuple[int, tuple[int, ...], frozenset[int]]) -> bool:
+        n, counts, _ = state
+        return n >= lo and all(c >= lo_c for c, (_, lo_c, _) in zip(counts, counted))
 
-    start = (0, 0, frozenset())
+    start = (0, (0,) * len(counted), frozenset())
     edges: dict[tuple, list[tuple[Expr, tuple]]] = {}
     todo = deque([start])
     while todo:
@@ -219,8 +233,8 @@ def _automaton(cv: "_Converter", m: Merged, classes: list[list[tuple[Expr, bool,
         if s in edges:
             continue
         if len(edges) >= MAX_ARRAY_STATES:
-            keyword = "contains" if m.contains is not None else "uniqueItems"
-            where = m.contains[0].pointer if m.contains is not None else m.unique
+            keyword = "contains" if counted else "uniqueItems"
+            where = counted[0][0].pointer if counted else m.unique
             raise UnsupportedFeatureError(keyword, pointer=where,
                                           hint=f"counting it needs over {MAX_ARRAY_STATES} states")
         edges[s] = list(moves(s))
@@ -235,7 +249,7 @@ def _automaton(cv: "_Converter", m: Merged, classes: list[list[tuple[Expr, bool,
                 live.add(s)
                 changed = True
     if start not in live:
-        where = m.contains[0].pointer if m.contains is not None else m.pointer
+        where = counted[0][0].pointer if counted else m.pointer
         raise no_value(SchemaError("no array satisfies the item counts and contains together", pointer=where))
     ws = cv.ws
     comma = seq(ws, Lit(b","), ws)

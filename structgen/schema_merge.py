@@ -217,8 +217,8 @@ class Merged:
     max_items: int | None = None
     min_items_pointer: str = ""
     max_items_pointer: str = ""
-    #: (contains subschema, minContains, maxContains); one at most (several are refused)
-    contains: tuple[Part, int, int | None] | None = None
+    #: (contains subschema, minContains, maxContains) of each conjunct with contains
+    contains: list[tuple[Part, int, int | None]] = field(default_factory=list)
     unique: str | None = None  # pointer of a uniqueItems: true
     min_length: int = 0
     max_length: int | None = None
@@ -292,8 +292,7 @@ class Merged:
             out["minItems"] = self.min_items
         if self.max_items is not None:
             out["maxItems"] = self.max_items
-        if self.contains is not None:
-            part, lo, hi = self.contains
+        for part, lo, hi in self.contains[:1]:  # (one shown: a schema has one contains)
             out["contains"] = part.schema
             if lo != 1:
                 out["minContains"] = lo
@@ -858,12 +857,7 @@ class Merger:
             if "contains" in s:
                 lo = _non_negative_int(s, "minContains", ptr) if "minContains" in s else 1
                 hi = _non_negative_int(s, "maxContains", ptr) if "maxContains" in s else None
-                if m.contains is not None:
-                    raise UnsupportedFeatureError(
-                        "contains", pointer=join_pointer(ptr, "contains"),
-                        hint=f"two contains apply to one array (the other at {m.contains[0].pointer}); "
-                             "only one is supported")
-                m.contains = (Part(s["contains"], join_pointer(ptr, "contains")), lo, hi)
+                m.contains.append((Part(s["contains"], join_pointer(ptr, "contains")), lo, hi))
             if s.get("uniqueItems") is True and m.unique is None:
                 m.unique = join_pointer(ptr, "uniqueItems")
             if "minLength" in s:
