@@ -256,6 +256,30 @@ _URI_REFERENCE = _alt(_SCHEME + ":" + _HIER_PART, _RELATIVE_PART) + _QUERY_FRAGM
 # --------------------------------------------------------------------------- the table
 _UUID = f"{_HEXDIG}{{8}}-{_HEXDIG}{{4}}-{_HEXDIG}{{4}}-{_HEXDIG}{{4}}-{_HEXDIG}{{12}}"
 
+# CSS colours (draft 3's "color"), as python-jsonschema checks them with webcolors: one of the
+# 147 CSS3 colour names in any case, or "#" and 3 or 6 hex digits.
+_CSS3_NAMES = (
+    "aliceblue antiquewhite aqua aquamarine azure beige bisque black blanchedalmond blue blueviolet "
+    "brown burlywood cadetblue chartreuse chocolate coral cornflowerblue cornsilk crimson cyan "
+    "darkblue darkcyan darkgoldenrod darkgray darkgreen darkgrey darkkhaki darkmagenta "
+    "darkolivegreen darkorange darkorchid darkred darksalmon darkseagreen darkslateblue "
+    "darkslategray darkslategrey darkturquoise darkviolet deeppink deepskyblue dimgray dimgrey "
+    "dodgerblue firebrick floralwhite forestgreen fuchsia gainsboro ghostwhite gold goldenrod gray "
+    "green greenyellow grey honeydew hotpink indianred indigo ivory khaki lavender lavenderblush "
+    "lawngreen lemonchiffon lightblue lightcoral lightcyan lightgoldenrodyellow lightgray "
+    "lightgreen lightgrey lightpink lightsalmon lightseagreen lightskyblue lightslategray "
+    "lightslategrey lightsteelblue lightyellow lime limegreen linen magenta maroon "
+    "mediumaquamarine mediumblue mediumorchid mediumpurple mediumseagreen mediumslateblue "
+    "mediumspringgreen mediumturquoise mediumvioletred midnightblue mintcream mistyrose moccasin "
+    "navajowhite navy oldlace olive olivedrab orange orangered orchid palegoldenrod palegreen "
+    "paleturquoise palevioletred papayawhip peachpuff peru pink plum powderblue purple red "
+    "rosybrown royalblue saddlebrown salmon sandybrown seagreen seashell sienna silver skyblue "
+    "slateblue slategray slategrey snow springgreen steelblue tan teal thistle tomato turquoise "
+    "violet wheat white whitesmoke yellow yellowgreen").split()
+_ANY_CASE = "".join  # a name spelt in any case: one [xX] class per letter
+_COLOR = _alt("#" + f"{_HEXDIG}{{3}}", "#" + f"{_HEXDIG}{{6}}",
+              *(_ANY_CASE(f"[{c}{c.upper()}]" for c in name) for name in _CSS3_NAMES))
+
 FORMAT_PATTERNS: dict[str, str] = {
     name: f"^{body}$"
     for name, body in {
@@ -268,6 +292,7 @@ FORMAT_PATTERNS: dict[str, str] = {
         "ipv4": _IPV4,
         "ipv6": _IPV6,
         "uuid": _UUID,
+        "color": _COLOR,
         "uri": _URI,
         "uri-reference": _URI_REFERENCE,
     }.items()
@@ -332,6 +357,8 @@ FORMAT_NOTES: dict[str, str] = {
             "digits, one '::', trailing embedded IPv4 (no leading zeros); no zone id: exact.",
     "uuid": "RFC 4122 §3 string form: 8-4-4-4-12 hex digits in either case, any version/variant: "
             "exact.",
+    "color": "draft 3's CSS colour, as python-jsonschema checks it (webcolors): one of the 147 "
+             "CSS3 colour names in any case, or '#' and 3 or 6 hex digits: exact.",
     "uri": "RFC 3986 §3 URI (scheme required), ASCII only, percent-encodings checked, host an "
            "IP-literal (IPv6 or IPvFuture, no RFC 6874 zone id) or a reg-name (which covers "
            "IPv4address and out-of-range dotted digits): exact.",

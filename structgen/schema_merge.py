@@ -85,7 +85,10 @@ _FLIPS = {
 
 #: A conjunction distributes over at most this many alternatives (anyOf/oneOf beside other
 #: keywords multiply out); beyond, the combinator is refused.
-MAX_ALTERNATIVES = 64
+MAX_ALTERNATIVES = 128
+#: Past MAX_ALTERNATIVES, products up to this size are pruned of terms with no value before
+#: the limit applies (each term costs one merge).
+MAX_PRUNED_PRODUCT = 4096
 #: How deep :meth:`Merger.disjoint` looks into required properties for a discriminator.
 MAX_DISJOINT_DEPTH = 3
 
@@ -549,6 +552,21 @@ class Merger:
                     pieces.append(lambda broken=broken: [(broken,)])
         return pieces
 
+    def _none_of_values(self, values: tuple, where: str, stack: tuple[str, ...], keyword: str) -> list[_Term]:
+        """``not`` over ``enum``/``const``: scalars (and arrays) excluded as values; an object
+        value as the negation of the schema that matches exactly it (its keys required, each
+        value ``const``, no other key)."""
+        plain = tuple(v for v in values if not isinstance(v, dict))
+        terms: list[_Term] = [(_NotValues(plain, where),)] if plain else [()]
+        for i, value in enumerate(v for v in values if isinstance(v, dict)):
+            if _holds_array(value):  # its exclusion would need an array's: not exact (see _merge)
+                self.refuse(keyword, where, "excluding an object value that holds an array is not supported")
+                continue
+            exactly = Part({"type": "object", "required": list(value), "additionalProperties": False,
+                            "properties": {k: {"const": x} for k, x in value.items()}}, f"{where}~{i}", True)
+            terms = self._product(terms, self._negate(exactly, stack, keyword), "not", where)
+        return terms
+
     def _negate_dependencies(self, schema: dict, kw: str, ptr: str, stack: tuple[str, ...],
                              keyword: str) -> list[Callable[[], list[_Term]]]:
         """``not`` over ``dependencies``/``dependentRequired``/``dependentSchemas``: an object with
@@ -642,7 +660,8 @@ class Merger:
         for kw in ("enum", "const"):
             if kw in schema:
                 values = tuple(_enum_values(schema, kw, ptr))
-                pieces.append(lambda values=values, kw=kw: [(_NotValues(values, join_pointer(ptr, kw)),)])
+                pieces.append(lambda values=values, kw=kw: self._none_of_values(values, join_pointer(ptr, kw),
+                                                                                stack, keyword))
         if "not" in schema:
             pieces.append(lambda: self._dnf(Part(schema["not"], join_pointer(ptr, "not")), stack))
         if "$ref" in schema:
@@ -687,11 +706,23 @@ class Merger:
 
     def _product(self, terms: list[_Term], factor: list[_Term], keyword: str, pointer: str,
                  limit: int = MAX_ALTERNATIVES) -> list[_Term]:
-        if len(terms) * len(factor) > limit:
-            raise UnsupportedFeatureError(keyword, pointer=pointer,
-                                          hint=f"distributing it over the other keywords gives "
-                                               f"{len(terms) * len(factor)} alternatives (limit {limit})")
-        return [a + b for a in terms for b in factor]
+        """Every term of ``terms`` and'ed with every term of ``factor``. Past ``limit``, the terms
+        that surely have no value (types apart, say) are dropped first: an ``allOf`` of
+        ``anyOf``s multiplies out to many terms of which few are possible."""
+        size = len(terms) * len(factor)
+        if size <= limit:
+            return [a + b for a in terms for b in factor]
+        if size <= MAX_PRUNED_PRODUCT:
+            out = [a + b for a in terms for b in factor if self._possible(a + b)]
+            if not out:
+                raise no_value(SchemaError(f"no value satisfies {keyword} and the keywords beside it",
+                                           pointer=pointer))
+            if len(out) <= limit:
+                return out
+            size = len(out)
+        raise UnsupportedFeatureError(keyword, pointer=pointer,
+                                      hint=f"distributing it over the other keywords gives "
+                                           f"{size} alternatives (limit {limit})")
 
     def _resolve(self, term: _Term) -> list[Merged]:
         """Merge a term, expanding its first pending ``oneOf`` (if its branches are disjoint)."""
@@ -1129,6 +1160,13 @@ def _lcm(a: Fraction, b: Fraction) -> Fraction:
 
 
 _PATTERNS: dict[tuple[str, str], Any] = {}
+
+
+def _holds_array(value: Any) -> bool:
+    """Whether a JSON value is or contains an array."""
+    if isinstance(value, list):
+        return True
+    return isinstance(value, dict) and any(_holds_array(v) for v in value.values())
 
 
 def _is_multiple(value: Any, divisor: Fraction) -> bool:
