@@ -237,7 +237,7 @@ class Merged:
     non_divisors: list[tuple[Fraction, str]] = field(default_factory=list)
     number_pointer: str = ""  # of the schema holding the (first) numeric keyword
     excluded: list[tuple[Any, str]] = field(default_factory=list)  # (value, pointer) from not
-    #: members the object must have (from not); the compiler supports one
+    #: members the object must have (from not); the compiler takes up to MAX_ASKED_MEMBERS
     some_members: list[SomeMember] = field(default_factory=list)
     #: False when ``properties`` come from several conjuncts, or ``required`` names keys they do
     #: not list: then the schema gives its keys no one order
