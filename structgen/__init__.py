@@ -10,7 +10,8 @@ Example
 (True, 'alse')
 """
 
-from .compiler import CompiledGrammar, Compiler, compile_json_schema, prepare_vocabulary
+from .compiler import (CompiledGrammar, Compiler, compile_grammar, compile_json_schema, compile_regex,
+                       prepare_vocabulary)
 from .errors import (
     CompileError,
     DecodingError,
@@ -21,7 +22,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .decoding import GenerationStats
-from .generator import Generator, JsonResult, generate_json
+from .generator import Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex
 from .ir import Grammar
 from .matcher import Matcher
 from .vocab import Vocabulary
@@ -42,9 +43,14 @@ __all__ = [
     "Matcher",
     "SchemaError",
     "StructgenError",
+    "TextResult",
     "UnsupportedFeatureError",
     "Vocabulary",
+    "compile_grammar",
     "compile_json_schema",
+    "compile_regex",
+    "generate_grammar",
     "generate_json",
+    "generate_regex",
     "prepare_vocabulary",
 ]

@@ -97,6 +97,8 @@ class RuleAutomaton:
     guard: Guard | None = None
     item_digest: str = ""
     item_calls: bool = False  # a counted item that calls other rules (an array element)
+    #: bytes that may not come right after the rule completes (a lexer's token end), or None
+    lookahead: frozenset[int] | None = None
 
 
 @dataclass
@@ -531,8 +533,16 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
     for n, body in grammar.rules:
         rules.append(_compile_rule(n, body, names))
         charge(len(rules[-1].trans), n)
+    for n, forbidden in grammar.lookahead:
+        r = rules[names[n]]
+        if r.counted:
+            raise CompileError(f"rule '{n}': a counted rule cannot have a lookahead")
+        rules[names[n]] = RuleAutomaton(r.name, r.trans, r.calls, r.accept, lookahead=forbidden)
     start = names[grammar.start]
     null = _nullable(rules)
     _check_left_recursion(rules, null)
+    bodies = [body for _, body in grammar.rules]
+    for n, forbidden in grammar.lookahead:  # what a rule's states accept depends on its lookahead
+        bodies[names[n]] = Seq((bodies[names[n]], ByteClass.from_bytes(set(forbidden))))
     return GrammarAutomaton(rules, start, null, _first_and_follow(rules, null, start),
-                            _fingerprints(rules, [body for _, body in grammar.rules]))
+                            _fingerprints(rules, bodies))

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from ._cache import atomic_write_bytes, cache_dir, code_digest
 from .automaton import GrammarAutomaton, build_automaton
 from .budget import DEFAULT_COMPILE_BUDGET, compile_budget
-from .errors import SchemaError
+from .errors import GrammarError, SchemaError
 from .ir import Grammar
 from .masks import MaskBuilder
 from .matcher import Matcher
@@ -215,6 +215,7 @@ class Compiler:
         self.budget = budget
         self._cache: _Recent[Grammar, CompiledGrammar] = _Recent(MEMORY_CACHE_ENTRIES)
         self._schemas: _Recent[str, CompiledGrammar] = _Recent(MEMORY_CACHE_ENTRIES)
+        self._grammar_files: _Recent[tuple, Grammar] = _Recent(MEMORY_CACHE_ENTRIES)
 
     def grammar(self, grammar: Grammar, *, source: Any = None) -> CompiledGrammar:
         got = self._cache.get(grammar)
@@ -223,6 +224,33 @@ class Compiler:
                 got = CompiledGrammar(grammar, self.vocabulary, source=source)
             self._cache[grammar] = got
         return got
+
+    def grammar_file(self, grammar: "str | os.PathLike[str] | Grammar", *, start: str = "start") -> CompiledGrammar:
+        """Compile a Lark-style grammar (text, a path, or IR); see :func:`compile_grammar`."""
+        from .cfg import remove_left_recursion
+
+        if isinstance(grammar, Grammar):
+            with self._compiling():
+                return self.grammar(remove_left_recursion(grammar), source=grammar)
+        from .grammar_file import read_grammar
+
+        text, name, base = read_grammar_source(grammar)
+        key = (text, name, str(base), start)  # the text, not its imports: those are read once
+        ir = self._grammar_files.get(key)
+        if ir is None:
+            with self._compiling():
+                ir = read_grammar(text, start=start, name=name, base=base)
+            self._grammar_files[key] = ir
+        return self.grammar(ir, source=grammar)
+
+    def regex(self, pattern: str, *, ignore_case: bool = False, dotall: bool = False) -> CompiledGrammar:
+        """Compile a regular expression over text; see :func:`compile_regex`."""
+        from .text_regex import text_regex_to_ir
+
+        if not isinstance(pattern, str):
+            raise GrammarError(f"the pattern must be a string, not {type(pattern).__name__}")
+        body = text_regex_to_ir(pattern, ignore_case=ignore_case, dotall=dotall)
+        return self.grammar(Grammar((("regex", body),), "regex"), source=pattern)
 
     def json_schema(self, schema: "dict[str, Any] | bool | str", *,
                     whitespace: Whitespace = "flexible", strict: bool = False,
@@ -416,6 +444,73 @@ def parse_schema(schema: Any) -> Any:
         return json.loads(schema)
     except json.JSONDecodeError as err:
         raise SchemaError(f"the schema is not valid JSON: {err}") from err
+
+
+def read_grammar_source(grammar: "str | os.PathLike[str]") -> tuple[str, str, Path | None]:
+    """(text, name for errors, folder for imports) of a grammar given as text or as a path.
+
+    A :class:`~pathlib.Path` (or any path-like) is a file; so is a one-line string ending in
+    ``.lark``. Any other string is the grammar itself.
+    """
+    if isinstance(grammar, os.PathLike) or (isinstance(grammar, str) and "\n" not in grammar
+                                            and grammar.strip().endswith(".lark")):
+        path = Path(grammar)
+        try:
+            return path.read_text(encoding="utf-8"), str(path), path.resolve().parent
+        except OSError as err:
+            raise GrammarError(f"cannot read grammar file {str(path)!r}: {err.strerror or err}") from err
+    if not isinstance(grammar, str):
+        raise GrammarError(f"a grammar is text, a path or a structgen.Grammar, not {type(grammar).__name__}")
+    return grammar, "<grammar>", None
+
+
+def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any, *,
+                    start: str = "start") -> CompiledGrammar:
+    """Compile a context-free grammar (Lark-style EBNF) into a grammar over ``tokenizer``'s vocabulary.
+
+    Parameters
+    ----------
+    grammar
+        The grammar text, a path to a ``.lark`` file (e.g. one under ``grammars/``), or IR.
+        The format is described in :mod:`structgen.grammar_file`: Lark's, matched scannerless;
+        left recursion and ambiguity are allowed.
+    tokenizer
+        A Hugging Face tokenizer or a :class:`~structgen.vocab.Vocabulary`.
+    start
+        The start rule.
+
+    Raises
+    ------
+    GrammarError
+        A mistake in the grammar, with line, column, a caret under it and how to fix it.
+
+    Example
+    -------
+    >>> from structgen.vocab import Vocabulary
+    >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    >>> m = compile_grammar('start: start "+" NUM | NUM\\nNUM: /[0-9]+/', vocab).matcher()
+    >>> all(m.advance(b) for b in b"1+22"), m.can_end(), m.advance(ord("+"))
+    (True, True, True)
+    """
+    return _compiler_for(tokenizer).grammar_file(grammar, start=start)
+
+
+def compile_regex(pattern: str, tokenizer: Any, *, ignore_case: bool = False,
+                  dotall: bool = False) -> CompiledGrammar:
+    """Compile a regular expression (Python ``re`` dialect) that the whole output must match.
+
+    See :mod:`structgen.text_regex` for what is supported; lookaround, backreferences, anchors
+    and word boundaries raise :class:`GrammarError`.
+
+    Example
+    -------
+    >>> from structgen.vocab import Vocabulary
+    >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    >>> m = compile_regex(r"(yes|no)!", vocab).matcher()
+    >>> m.advance(ord("y")), m.forced_text()
+    (True, 'es!')
+    """
+    return _compiler_for(tokenizer).regex(pattern, ignore_case=ignore_case, dotall=dotall)
 
 
 def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *,

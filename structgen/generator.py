@@ -25,7 +25,7 @@ from .decoding import DraftEnds, GenerationStats, PassCosts, decode
 from .errors import DecodingError
 from .vocab import Vocabulary
 
-__all__ = ["Generator", "JsonResult", "generate_json"]
+__all__ = ["Generator", "JsonResult", "TextResult", "generate_json", "generate_grammar", "generate_regex"]
 
 Whitespace = Literal["compact", "flexible"]
 
@@ -112,6 +112,10 @@ class Generator:
         if include_schema:
             content += ("\n\nAnswer with only a JSON value that follows this JSON schema:\n"
                         + json.dumps(schema, ensure_ascii=False))
+        return self._chat_ids(content)
+
+    def _chat_ids(self, content: str) -> list[int]:
+        """``content`` as the user's turn of the chat template (plain text without one)."""
         if not getattr(self.tokenizer, "chat_template", None):
             return list(self.tokenizer.encode(content, add_special_tokens=True))
         encoded = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
@@ -175,6 +179,66 @@ class Generator:
         return JsonResult(value, text, tokens, finish, stats, compiled.relaxed, error)
 
 
+    def grammar(self, grammar: Any, prompt: str, *, start: str = "start", **options: Any) -> "TextResult":
+        """Generate text in the language of a Lark-style grammar (text, path or IR).
+
+        Options are those of :meth:`text`. See :func:`structgen.compile_grammar` for the format.
+
+        Example
+        -------
+        >>> gen.grammar('start: NAME " = " NUM\\nNAME: /[a-z]+/\\nNUM: /[0-9]+/',
+        ...             "Assign 3 to x.").text                             # doctest: +SKIP
+        'x = 3'
+        """
+        return self.text(self.compiler.grammar_file(grammar, start=start), prompt, **options)
+
+    def regex(self, pattern: str, prompt: str, *, ignore_case: bool = False, dotall: bool = False,
+              **options: Any) -> "TextResult":
+        """Generate text that matches ``pattern`` whole (Python ``re`` dialect); options as :meth:`text`.
+
+        Example
+        -------
+        >>> gen.regex(r"(yes|no)", "Is water wet? Answer yes or no.").text   # doctest: +SKIP
+        'yes'
+        """
+        return self.text(self.compiler.regex(pattern, ignore_case=ignore_case, dotall=dotall), prompt,
+                         **options)
+
+    def text(self, compiled: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
+             top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
+             raw: bool = False) -> "TextResult":
+        """Generate text under a compiled grammar (:class:`~structgen.CompiledGrammar`).
+
+        ``prompt`` is the user's turn of the chat template (``raw=True``: encoded as it is).
+        The other options are those of :meth:`json`. Decoding ends when the model ends it where
+        the grammar may end, or when the grammar allows nothing more.
+
+        Raises
+        ------
+        IncompleteGenerationError
+            The budget ran out before the text was complete; the partial output is kept.
+        """
+        ids = list(self.tokenizer.encode(prompt, add_special_tokens=False)) if raw else self._chat_ids(prompt)
+        tokens, finish, stats = decode(
+            self.model, self.tokenizer, self.vocabulary, compiled.matcher(), ids,
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+            seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None,
+            draft_ends=self._draft_ends)
+        text = self.vocabulary.token_bytes(tokens).decode("utf-8", errors="strict")
+        return TextResult(text, tokens, finish, stats)
+
+
+@dataclass
+class TextResult:
+    """Text generated under a grammar or a regex: ``text`` and ``token_ids`` exclude the final
+    end-of-sequence token; ``finish_reason`` as in :class:`JsonResult`."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: Literal["eos", "grammar"]
+    stats: GenerationStats
+
+
 def _as_schema(schema: Any) -> tuple[Any, Any]:
     """(JSON schema, Pydantic model class or None)."""
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
@@ -205,7 +269,33 @@ def generate_json(schema: Any, prompt: str, **options: Any) -> Any:
     >>> generate_json({"type": "integer"}, "How many legs has a spider?")   # doctest: +SKIP
     8
     """
+    return _default().json(schema, prompt, **options).value
+
+
+def _default() -> Generator:
     global _DEFAULT
     if _DEFAULT is None:
         _DEFAULT = Generator()
-    return _DEFAULT.json(schema, prompt, **options).value
+    return _DEFAULT
+
+
+def generate_grammar(grammar: Any, prompt: str, **options: Any) -> str:
+    """Generate text in a grammar's language on the default model; options of :meth:`Generator.grammar`.
+
+    Example
+    -------
+    >>> generate_grammar("start: /[0-9]+/ (\\"+\\" /[0-9]+/)*", "Write a sum of two numbers.")  # doctest: +SKIP
+    '1+2'
+    """
+    return _default().grammar(grammar, prompt, **options).text
+
+
+def generate_regex(pattern: str, prompt: str, **options: Any) -> str:
+    """Generate text matching ``pattern`` on the default model; options of :meth:`Generator.regex`.
+
+    Example
+    -------
+    >>> generate_regex(r"[0-9]{3}-[0-9]{4}", "Make up a phone number.")   # doctest: +SKIP
+    '555-1234'
+    """
+    return _default().regex(pattern, prompt, **options).text

@@ -220,10 +220,17 @@ for _cls in (Seq, Alt, Repeat, Counted, Fsm):
 
 @dataclass(frozen=True)
 class Grammar:
-    """Named rules and a start rule. Rule order is kept (it is part of the cache key)."""
+    """Named rules and a start rule. Rule order is kept (it is part of the cache key).
+
+    ``lookahead`` gives some rules a condition on what follows them, as a lexer has: when rule
+    ``name`` completes, the next byte must not be one of ``forbidden`` (the end of the input is
+    fine). Grammar files use it so that a token ends where a lexer would end it
+    (:mod:`structgen.lexer`).
+    """
 
     rules: tuple[tuple[str, Expr], ...]
     start: str
+    lookahead: tuple[tuple[str, frozenset[int]], ...] = ()
 
     @staticmethod
     def of(start: str, **rules: Expr) -> "Grammar":
@@ -242,10 +249,17 @@ class Grammar:
                     raise GrammarError(f"rule '{name}' refers to undefined rule '{node.name}'")
                 if isinstance(node, Counted) and node is not body:
                     raise GrammarError(f"rule '{name}': a counted repeat must be a whole rule body")
+        for name, forbidden in self.lookahead:
+            if name not in defined:
+                raise GrammarError(f"a lookahead names undefined rule '{name}'")
+            if not forbidden:
+                raise GrammarError(f"the lookahead of rule '{name}' forbids nothing")
         return self
 
     def __str__(self) -> str:
-        return "\n".join(f"{n} ::= {b}" for n, b in self.rules)
+        lines = [f"{n} ::= {b}" for n, b in self.rules]
+        lines += [f"{n} !> {ByteClass.from_bytes(set(f))}" for n, f in self.lookahead]
+        return "\n".join(lines)
 
 
 def nodes(e: Expr):

@@ -46,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 from ._cache import atomic_write_bytes, cache_dir, code_digest
-from .pda import ACCEPT, ESCAPE, StackMachine, StackSet
+from .pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet
 from .vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
 
 __all__ = ["MaskBuilder", "walk_keys"]
@@ -60,15 +60,19 @@ _DISK_CACHE_AFTER_S = 0.05
 
 def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, int], StackSet],
               next_bytes: Callable[[StackSet], "frozenset[int]"],
-              on_escape: Callable[[int, int], None] | None = None) -> list[int]:
+              on_escape: Callable[[int, int, "frozenset[int]"], None] | None = None,
+              escapes: "dict[int, frozenset[int]] | None" = None) -> list[int]:
     """Indices of the sorted ``keys`` fully readable from ``start``.
 
     Walks the implicit trie (keys sharing a prefix are contiguous): each trie node is stepped
     once and a dead node skips its whole subtree. Where the state can read only a few bytes,
     the walk jumps straight to those children by bisection instead of visiting every child.
-    With ``on_escape``, a node reached with ``ESCAPE`` in its set is reported as
-    ``on_escape(i, depth)`` (``i`` is the first key below the node) and ``ESCAPE`` is dropped.
+    With ``on_escape``, a node reached with an escape marker in its set (``escapes``: marker id
+    to the bytes that may not come next; default ``ESCAPE`` alone) is reported as
+    ``on_escape(i, depth, forbidden)`` (``i`` is the first key below the node), once per marker,
+    and the markers are dropped.
     """
+    marks = escapes if escapes is not None else {ESCAPE: frozenset()}
     out: list[int] = []
     if not start or not keys:
         return out
@@ -102,9 +106,11 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
                 i = z
         for b, a, z in children:
             nxt = step_set(s, b)
-            if on_escape is not None and ESCAPE in nxt:
-                on_escape(a, d + 1)
-                nxt = nxt - {ESCAPE}
+            if on_escape is not None and not marks.keys().isdisjoint(nxt):
+                found = [x for x in nxt if x in marks]
+                for x in found:
+                    on_escape(a, d + 1, marks[x])
+                nxt = nxt - set(found)
             if nxt:
                 visit(nxt, a, z, d + 1)
 
@@ -176,6 +182,9 @@ class MaskBuilder:
             return got
         if sid == ACCEPT:
             got = self.vocab.eos_mask
+        elif self.sm.frames[sid][0] == GUARD:  # what the stack below reads, but no forbidden first byte
+            _, forbidden, parent = self.sm.frames[sid]
+            got = self.mask(self.sm.closure(parent)) & ~self._first_byte_mask(forbidden)  # type: ignore[arg-type]
         else:
             rule_i, state, parent = self.sm.frames[sid]
             rule = self.sm.rules[rule_i]
@@ -188,6 +197,21 @@ class MaskBuilder:
                 if crossing.size:
                     got = got | ids_to_mask(crossing, self.vocab.words)
         self._stack_masks[sid] = got
+        return got
+
+    def _first_byte_mask(self, first: frozenset[int]) -> np.ndarray:
+        """Tokens whose first byte is in ``first`` (shared per vocabulary)."""
+        cache = self.vocab.mask_cache
+        key = ("first bytes", first)
+        got = cache.get(key)
+        if got is None:
+            keys = self.index.keys
+            ids = []
+            for b in sorted(first):
+                lo = bisect_left(keys, bytes((b,)))
+                hi = prefix_range_end(keys, bytes((b,)), lo, len(keys))
+                ids += [t for i in range(lo, hi) for t in self.index.ids[i]]
+            got = cache[key] = ids_to_mask(ids, self.vocab.words)
         return got
 
     def _counted_stack_mask(self, rule_i: int, state: tuple, parent: int) -> np.ndarray:
@@ -318,11 +342,12 @@ class MaskBuilder:
         keys = idx.keys
         entries: list[tuple[bytes, int, int, int]] = []
 
-        def on_escape(i: int, d: int) -> None:
-            _record_crossing(idx, i, d, follow, 0, entries)
+        def on_escape(i: int, d: int, forbidden: frozenset[int]) -> None:
+            _record_crossing(idx, i, d, follow - forbidden if forbidden else follow, 0, entries)
 
         start = frozenset((iso,))
-        inside = walk_keys(keys, start, self.sm.step_set, self.sm.next_bytes, on_escape=on_escape)
+        inside = walk_keys(keys, start, self.sm.step_set, self.sm.next_bytes, on_escape=on_escape,
+                           escapes=self.sm.escapes)
         ids = [t for i in inside for t in idx.ids[i]]
         return ids_to_mask(ids, self.vocab.words), _Remainders.build(entries)
 

@@ -11,6 +11,12 @@ Closing a stack expands what needs no input: calls push the callee, completed ru
 ``ESCAPE`` as parent: the mask builder walks a rule state alone and records where a token
 leaves it, then finishes those few tokens against the real stack.
 
+A rule with a *lookahead* (a lexer's token end, :mod:`structgen.lexer`) does not return
+straight to its caller: it returns through a *guard* frame ``(GUARD, forbidden, parent)``
+that reads the next byte as the parent would, unless the byte is forbidden. In a stack built in
+isolation, a guard on ``ESCAPE`` marks an escape that the next byte must also pass
+(:meth:`StackMachine.escape_forbidden`).
+
 Counted rules keep ``(count, item_state)`` as their state, plus the guard state when they
 exclude words; without an upper bound the count is capped at ``min`` (beyond it, counts are
 indistinguishable), so stacks stay finite. An item may call rules (an array's elements): the
@@ -22,10 +28,11 @@ from __future__ import annotations
 from .automaton import GrammarAutomaton
 from .errors import CompileError
 
-__all__ = ["ACCEPT", "ESCAPE", "StackMachine"]
+__all__ = ["ACCEPT", "ESCAPE", "GUARD", "StackMachine"]
 
 ACCEPT = 0
 ESCAPE = 1
+GUARD = -2  # the rule slot of a guard frame
 
 StackSet = frozenset  # frozenset[int]: a closed set of stack ids
 
@@ -55,6 +62,8 @@ class StackMachine:
         self._step_set: list[dict[StackSet, StackSet]] = [{} for _ in range(256)]  # per byte
         self._next_bytes: dict[StackSet, frozenset[int]] = {}
         self._initial: StackSet | None = None
+        #: escape markers of isolated walks: ESCAPE, and guards on ESCAPE, with what they forbid
+        self.escapes: dict[int, frozenset[int]] = {ESCAPE: frozenset()}
 
     # -- stacks
 
@@ -72,6 +81,17 @@ class StackMachine:
         if not r.counted:
             return 0
         return (0, 0, (0, b"")) if r.guard is not None else (0, 0)
+
+    def guard(self, forbidden: frozenset[int], parent: int) -> int:
+        """The guard frame that lets ``parent`` read on unless the next byte is ``forbidden``."""
+        sid = self.intern(GUARD, forbidden, parent)
+        if parent == ESCAPE:
+            self.escapes[sid] = forbidden
+        return sid
+
+    def escape_forbidden(self, sid: int) -> "frozenset[int] | None":
+        """For an escape marker, the bytes that may not come next; None for other stacks."""
+        return self.escapes.get(sid)
 
     def isolated(self, sid: int) -> int:
         """The stack with the same top frame as ``sid`` but ``ESCAPE`` as its parent."""
@@ -103,8 +123,11 @@ class StackMachine:
         self._busy.add(sid)
         try:
             rule_i, state, parent = self.frames[sid]
-            rule = self.rules[rule_i]
             out: set[int] = set()
+            if rule_i == GUARD:
+                self._closure[sid] = result = self._guard_closure(sid, state, parent)  # type: ignore[arg-type]
+                return result
+            rule = self.rules[rule_i]
             if rule.counted:
                 count, q = state[0], state[1]  # type: ignore[index]
                 if rule.accept[q]:  # a called rule returned and completed the item
@@ -128,12 +151,26 @@ class StackMachine:
                     ret_sid = self.intern(rule_i, ret, parent)
                     out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
                 if rule.accept[q]:
-                    out |= self.closure(parent)
+                    out |= self.closure(parent if rule.lookahead is None else self.guard(rule.lookahead, parent))
             result = frozenset(out)
         finally:
             self._busy.discard(sid)
         self._closure[sid] = result
         return result
+
+    def _guard_closure(self, sid: int, forbidden: frozenset[int], parent: int) -> StackSet:
+        if parent == ESCAPE:
+            return frozenset((sid,))
+        below = self.closure(parent)
+        out: set[int] = set()
+        for x in below:
+            if x == ACCEPT:
+                out.add(ACCEPT)
+            elif x in self.escapes:  # an escape below: the next byte must pass both guards
+                out.add(self.guard(forbidden | self.escapes[x], ESCAPE))
+        if self.next_bytes(below) - forbidden:
+            out.add(sid)
+        return frozenset(out)
 
     def step(self, sid: int, byte: int) -> StackSet:
         """Closed set after stack ``sid`` reads ``byte`` (empty when it cannot)."""
@@ -143,7 +180,10 @@ class StackMachine:
             return got
         rule_i, state, parent = self.frames[sid]
         result: StackSet = frozenset()
-        if rule_i >= 0:
+        if rule_i == GUARD:
+            if parent != ESCAPE and byte not in state:  # type: ignore[operator]
+                result = self.step_set(self.closure(parent), byte)
+        elif rule_i >= 0:
             rule = self.rules[rule_i]
             if rule.counted:
                 count, q = state[0], state[1]  # type: ignore[index]
@@ -192,8 +232,11 @@ class StackMachine:
         if got is None:
             out: set[int] = set()
             for sid in stacks:
-                rule_i, state, _ = self.frames[sid]
-                if rule_i >= 0:
+                rule_i, state, parent = self.frames[sid]
+                if rule_i == GUARD:
+                    if parent != ESCAPE:
+                        out.update(self.next_bytes(self.closure(parent)) - state)  # type: ignore[operator]
+                elif rule_i >= 0:
                     rule = self.rules[rule_i]
                     out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
             got = self._next_bytes[stacks] = frozenset(out)

@@ -62,7 +62,7 @@ from .errors import SchemaError, UnsupportedFeatureError
 from .ir import ByteClass, Expr, Lit, Repeat, alt, seq
 from .json_text import JSON_CHAR
 
-__all__ = ["char_set_ir", "pattern_to_ir"]
+__all__ = ["char_set_ir", "pattern_to_ir", "raw_set_ir"]
 
 MAX_CODE_POINT = 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)
@@ -327,6 +327,22 @@ def char_set_ir(ranges: Iterable[tuple[int, int]], *, canonical: bool = False) -
     return _char_set_ir(_subtract(_normalize(rs), *_SURROGATES), canonical)
 
 
+@functools.lru_cache(maxsize=4096)
+def _raw_set_ir(ranges: Ranges) -> Expr:
+    return _factor([s for lo, hi in ranges for s in _utf8_sequences(lo, hi)])
+
+
+def raw_set_ir(ranges: Iterable[tuple[int, int]]) -> Expr:
+    """One character of plain UTF-8 text whose code point lies in ``ranges`` (no surrogates).
+
+    Example
+    -------
+    >>> print(raw_set_ir([(0x61, 0x63), (0xE9, 0xE9)]))
+    [a-c] | "\\xc3\\xa9"
+    """
+    return _raw_set_ir(_subtract(_normalize(list(ranges)), *_SURROGATES))
+
+
 # ---------------------------------------------------------------- pattern syntax tree
 
 class _Set:
@@ -391,9 +407,17 @@ class _Unsupported(Exception):
 class _Parser:
     """Recursive descent over the ECMA-262 (``u`` flag) pattern grammar."""
 
+    dot: Ranges = _DOT
+    class_escapes: "dict[str, Ranges]" = _CLASS_ESCAPES
+
     def __init__(self, pattern: str) -> None:
         self.p = pattern
         self.i = 0
+        self.lazy = False  # a lazy quantifier was read
+
+    def fold(self, ranges: Ranges) -> Ranges:
+        """A character set as the dialect reads it (case folding lives in subclasses)."""
+        return ranges
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -440,12 +464,12 @@ class _Parser:
             atom = _Set(self.char_class())
         elif c == ".":
             self.i += 1
-            atom = _Set(_DOT)
+            atom = _Set(self.dot)
         elif c == "\\":
             atom = self.atom_escape()
         else:
             cp = self.literal_char()
-            atom = _Set(((cp, cp),))
+            atom = _Set(self.fold(((cp, cp),)))
         return self.quantified(atom)
 
     def literal_char(self) -> int:
@@ -502,8 +526,9 @@ class _Parser:
                 raise _Malformed(f"quantifier {{{body}}} has its numbers out of order", start)
         else:
             return atom
-        if self.peek() == "?":  # lazy: same language
+        if self.peek() == "?":  # lazy: same language (a lexer ends such a token early: see .lazy)
             self.i += 1
+            self.lazy = True
         return _Rep(atom, lo, hi, start, self.p[start:self.i])
 
     def group(self):
@@ -550,16 +575,16 @@ class _Parser:
             raise _Unsupported("named backreference '\\k'", start)
         ranges = self.class_escape()
         if ranges is not None:
-            return _Set(ranges)
+            return _Set(self.fold(ranges))
         cp = self.char_escape(in_class=False)
-        return _Set(((cp, cp),))
+        return _Set(self.fold(((cp, cp),)))
 
     def class_escape(self) -> Ranges | None:
         """``\\d \\D \\w \\W \\s \\S`` (consumed); property escapes refused; else None."""
         c = self.peek(1)
-        if c and c in _CLASS_ESCAPES:
+        if c and c in self.class_escapes:
             self.i += 2
-            return _CLASS_ESCAPES[c]
+            return self.class_escapes[c]
         if c in ("p", "P") and c:
             raise _Unsupported(f"unicode property escape '\\{c}{{...}}'", self.i)
         return None
@@ -656,7 +681,7 @@ class _Parser:
                 acc.extend(a)
             else:
                 acc.append((a, a))
-        ranges = _normalize(acc)
+        ranges = self.fold(_normalize(acc))  # fold first: [^a] under a case flag excludes 'A' too
         return _complement(ranges) if negate else ranges
 
     def class_atom(self) -> "int | Ranges":
@@ -702,9 +727,14 @@ def _merge(branches: list[Branch]) -> list[Branch]:
     return [(sa, ea, alt(*irs)) for (sa, ea), irs in by_flags.items()]
 
 
-def _branches(node, may_start: bool, may_end: bool, copies: int, canonical: bool) -> list[Branch]:
-    """IR branches of ``node``; ``may_start``/``may_end``: an anchor here is at the pattern's edge."""
+def _branches(node, may_start: bool, may_end: bool, copies: int, canonical: "bool | str") -> list[Branch]:
+    """IR branches of ``node``; ``may_start``/``may_end``: an anchor here is at the pattern's edge.
+
+    ``canonical`` picks the leaves' spelling: JSON string contents (every spelling, or
+    ``True``: the canonical one) or ``"raw"``: plain UTF-8 text (grammar-file terminals)."""
     if isinstance(node, _Set):
+        if canonical == "raw":  # plain text, not JSON string contents
+            return [(False, False, raw_set_ir(node.ranges))]
         return [(False, False, char_set_ir(node.ranges, canonical=canonical))]
     if isinstance(node, _Anchor):
         if (node.kind == "^" and not may_start) or (node.kind == "$" and not may_end):

@@ -27,7 +27,7 @@ from .budget import charge
 from .errors import CompileError
 from .ir import ByteClass, Expr, Fsm
 
-__all__ = ["to_fsm", "intersect", "difference", "matches", "state_count", "length_range",
+__all__ = ["to_fsm", "intersect", "difference", "shortest_matches", "matches", "state_count", "length_range",
            "DEFAULT_STATE_LIMIT"]
 
 #: Products above this many states raise CompileError instead of exhausting memory.
@@ -135,6 +135,21 @@ def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str 
     if len(trans) <= MINIMIZE_UP_TO:
         trans, accept = _minimize(trans, accept)
     return _as_fsm(trans, accept)
+
+
+def shortest_matches(e: Expr) -> Fsm:
+    """The texts of ``e`` that have no proper prefix in ``e`` (where a lazy lexer stops).
+
+    Example
+    -------
+    >>> from structgen.ir import Lit, Repeat, ByteClass, seq
+    >>> comment = seq(Lit(b"/*"), Repeat(ByteClass.of("*/a"), 0, None), Lit(b"*/"))
+    >>> [matches(shortest_matches(comment), t) for t in (b"/*a*/", b"/*a*/a*/")]
+    [True, False]
+    """
+    trans, accept = _dfa(e)
+    cut = [{} if ok else row for row, ok in zip(trans, accept)]
+    return _as_fsm(*_minimize(*_trim(cut, accept)))
 
 
 def state_count(e: Expr) -> int:
