@@ -472,8 +472,8 @@ def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any,
     ----------
     grammar
         The grammar text, a path to a ``.lark`` file (e.g. one under ``grammars/``), or IR.
-        The format is described in :mod:`structgen.grammar_file`: Lark's, matched scannerless;
-        left recursion and ambiguity are allowed.
+        The format is described in :mod:`structgen.grammar_file`: Lark's, with a lexer's token
+        ends (:mod:`structgen.lexer`); left recursion and ambiguity are allowed.
     tokenizer
         A Hugging Face tokenizer or a :class:`~structgen.vocab.Vocabulary`.
     start

@@ -24,9 +24,11 @@ here too::
   loads terminals or rules from ``grammars/<module>.lark`` beside this package's grammars or
   beside the importing file; ``%ignore WS`` allows the ignored terminals before every
   terminal and at the end; ``//`` and ``#`` start comments.
-* **Matching** is scannerless, as with Lark's Earley parser and ``lexer="dynamic_complete"``:
-  the text is in the language when some split into terminals derives it from the start rule.
-  Left recursion and ambiguity are fine (see :mod:`structgen.cfg`).
+* **Matching** is on bytes, with a lexer's rules (:mod:`structgen.lexer`): the text is in the
+  language when some split into tokens derives it from the start rule, where a token ends only
+  before a byte no terminal could read on, and a pattern terminal never matches a keyword (a
+  word-like literal of the grammar). On ordinary grammars that is what Lark's Earley parser
+  with ``lexer="basic"`` accepts. Left recursion and ambiguity are fine (:mod:`structgen.cfg`).
 
 Mistakes raise :class:`~structgen.errors.GrammarError` with the file, line and column, the
 line itself with a caret under the problem, and what to do about it.
@@ -34,9 +36,10 @@ line itself with a caret under the problem, and what to do about it.
 Example
 -------
 >>> g = read_grammar('start: "a"+ NUMBER\\nNUMBER: /[0-9]+/')
->>> print(g)
-start ::= "a"+ NUMBER
-NUMBER ::= [0-9] [0-9]*
+>>> [name for name, _ in g.rules]            # a root, the rules, then one rule per terminal
+["start'", 'start', 'NUMBER', '"a"']
+>>> g.lookahead                                 # a number may not end before a digit
+(('NUMBER', frozenset({48, 49, 50, 51, 52, 53, 54, 55, 56, 57})),)
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ when a longer terminal starts to match and then fails: with terminals ``ab``, ``
 How: the bytes a token forbids next depend only on the state of the union of all terminals'
 automata after its text. Each terminal rule is split by that set (most terminals have one or
 two), and each part gets a *lookahead* (:attr:`structgen.ir.Grammar.lookahead`): the runtime
-checks the next byte when the rule returns (:mod:`structgen.pda`). Between ignored pieces
-inside a terminal rule the same check is built into the rule's automaton.
+checks the next byte when the rule returns (:mod:`structgen.pda`). Ignored text before a token
+is written into the calling rule, with the same check built into its automaton between pieces
+and before the token.
 
 Example
 -------
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 from .automaton import _regular_dfa
 from .errors import CompileError
-from .ir import Alt, Counted, Expr, Grammar, Ref, Repeat, Seq, alt, seq
+from .ir import Alt, Counted, Expr, Fsm, Grammar, Ref, Repeat, Seq, alt, seq
 from .regular import _as_fsm, _minimize, _trim
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -49,87 +50,90 @@ __all__ = ["apply_lexer", "IGNORE_RULE"]
 IGNORE_RULE = "%ignore"
 
 _Dfa = tuple[list[dict[int, int]], list[bool]]
-_NONE: _Dfa = ([{}], [False])
 
 
-def _dfa(e: "Expr | None") -> _Dfa:
-    if e is None:
-        return _NONE
+def _dfa(e: Expr) -> _Dfa:
     got = _regular_dfa(e, "terminal")
     if any(got.calls):
         raise CompileError("internal error: a terminal calls a rule")
     return got.trans, got.accept
 
 
-def _token_rule(term: _Dfa, ignore: _Dfa, union: _Dfa, *, tail: bool = False) -> dict[frozenset[int], Expr]:
-    """Ignored pieces then one token of ``term``, with the lexer rule between them, split by
-    what the token forbids next: ``{forbidden bytes: automaton}``. ``tail``: ignored text only
-    (at least one piece), for the end of the input."""
-    tt, ta = term
-    gt, ga = ignore
-    ut, _ = union
+def _split_by_exit(trans: list[dict[int, int]], order: list, exits) -> dict[frozenset[int], Expr]:
+    """``{forbidden bytes: automaton}``: the explored automaton, one copy per exit class, each
+    accepting where ``exits(state)`` yields that class."""
+    accepts: dict[frozenset[int], list[bool]] = {}
+    for q, state in enumerate(order):
+        for forbidden in exits(state):
+            accepts.setdefault(forbidden, [False] * len(order))[q] = True
+    return {f: _as_fsm(*_minimize(*_trim(trans, acc))) for f, acc in accepts.items()}
 
-    def close(threads: set) -> frozenset:
-        for th in list(threads):  # a completed ignored piece leaves a gap: a new token may start
-            if th[0] == "ig" and ga[th[1]]:
-                threads.add(("gap", frozenset(ut[th[2]])))
-        return frozenset(threads)
 
-    def step(threads: frozenset, b: int) -> frozenset:
-        out: set = set()
-        for th in threads:
-            if th[0] == "gap":
-                if b in th[1]:
-                    continue
-                if b in gt[0] and b in ut[0]:
-                    out.add(("ig", gt[0][b], ut[0][b]))
-                if not tail and b in tt[0] and b in ut[0]:
-                    out.add(("t", tt[0][b], ut[0][b]))
-            else:
-                table = gt if th[0] == "ig" else tt
-                if b in table[th[1]] and b in ut[th[2]]:
-                    out.add((th[0], table[th[1]][b], ut[th[2]][b]))
-        return close(out)
-
-    start = frozenset({("gap", frozenset())})
+def _explore(start, step) -> tuple[list[dict[int, int]], list]:
+    """The automaton reachable from ``start``; ``step(state)`` yields ``(byte, next state)``."""
     index = {start: 0}
     order = [start]
     trans: list[dict[int, int]] = []
     i = 0
     while i < len(order):
         row = {}
-        readable = set()
-        for th in order[i]:
-            if th[0] == "gap":
-                readable.update(gt[0])
-                if not tail:
-                    readable.update(tt[0])
-            else:
-                readable.update((gt if th[0] == "ig" else tt)[th[1]])
-        for b in readable:
-            nxt = step(order[i], b)
-            if nxt:
-                j = index.get(nxt)
-                if j is None:
-                    j = index[nxt] = len(order)
-                    order.append(nxt)
-                row[b] = j
+        for b, nxt in step(order[i]):
+            j = index.get(nxt)
+            if j is None:
+                j = index[nxt] = len(order)
+                order.append(nxt)
+            row[b] = j
         trans.append(row)
         i += 1
-    accepts: dict[frozenset[int], list[bool]] = {}
-    for q, threads in enumerate(order):
+    return trans, order
+
+
+def _token(term: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
+    """One token of ``term``, split by the bytes it forbids next (the union automaton's bytes
+    after the token's text)."""
+    tt, ta = term
+    ut, _ = union
+
+    def step(state):
+        q, u = state
+        return [(b, (t, ut[u][b])) for b, t in tt[q].items() if b in ut[u]]
+
+    trans, order = _explore((0, 0), step)
+    return _split_by_exit(trans, order, lambda st: [frozenset(ut[st[1]])] if ta[st[0]] else [])
+
+
+def _ignored_run(ignore: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
+    """One or more ignored pieces, each ending only before a byte it cannot read on (the lexer
+    rule inside the run), split by what the last piece forbids next."""
+    gt, ga = ignore
+    ut, _ = union
+
+    def step(threads):  # a thread: (piece state, union state) or ("gap", forbidden)
+        moves: dict[int, set] = {}
         for th in threads:
-            if tail and th[0] == "gap" and q:
-                accepts.setdefault(frozenset(), [False] * len(order))[q] = True
-            elif th[0] == "t" and ta[th[1]]:
-                accepts.setdefault(frozenset(ut[th[2]]), [False] * len(order))[q] = True
-    return {f: _as_fsm(*_minimize(*_trim(trans, acc))) for f, acc in accepts.items()}
+            if th[0] == "gap":
+                for b, g in gt[0].items():
+                    if b not in th[1] and b in ut[0]:
+                        moves.setdefault(b, set()).add((g, ut[0][b]))
+            else:
+                g, u = th
+                for b, g2 in gt[g].items():
+                    if b in ut[u]:
+                        moves.setdefault(b, set()).add((g2, ut[u][b]))
+        out = []
+        for b, nxt in moves.items():
+            gaps = {("gap", frozenset(ut[u])) for g, u in nxt if ga[g]}
+            out.append((b, frozenset(nxt | gaps)))
+        return out
+
+    trans, order = _explore(frozenset({("gap", frozenset())}), step)
+    return _split_by_exit(trans, order, lambda threads: [th[1] for th in threads if th[0] == "gap"]
+                          if threads != order[0] else [])
 
 
-def _substitute(e: Expr, parts: dict[str, list[str]]) -> Expr:
+def _substitute(e: Expr, parts: dict[str, Expr]) -> Expr:
     if isinstance(e, Ref):
-        names = parts.get(e.name)
-        return e if names is None else alt(*(Ref(n) for n in names))
+        return parts.get(e.name, e)
     if isinstance(e, Seq):
         return seq(*(_substitute(x, parts) for x in e.items))
     if isinstance(e, Alt):
@@ -141,35 +145,68 @@ def _substitute(e: Expr, parts: dict[str, list[str]]) -> Expr:
     return e
 
 
+def _without_first(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
+    """``fsm`` minus its texts that start with a byte of ``first`` (None: nothing is left)."""
+    trans = [{b: t for cls, t in row for b in cls.bytes()} for row in fsm.edges]
+    trans[0] = {b: t for b, t in trans[0].items() if b not in first}
+    if not trans[0]:
+        return None
+    return _as_fsm(*_minimize(*_trim(trans, [q in fsm.accept for q in range(len(trans))])))
+
+
+def _first_bytes(fsm: Fsm) -> frozenset[int]:
+    return frozenset(b for cls, _ in fsm.edges[0] for b in cls.bytes())
+
+
 def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | None") -> Grammar:
     """The grammar with lexer rules applied (see the module docstring).
 
     ``grammar`` reads bytes only inside its terminal rules (named in ``terminals``, which maps
-    each to its language without ignored text) and :data:`IGNORE_RULE`; ``ignore`` is one
-    piece of ignored text (any number may come before each token), or None.
+    each to its language without ignored text) and :data:`IGNORE_RULE`, which it may call at
+    the end of the input; ``ignore`` is one piece of ignored text, or None.
+
+    Each call of a terminal becomes: an optional run of ignored text, written into the calling
+    rule, then a call of the token's rule. (As a rule of its own, the run would be cheaper to
+    compile, but nearly every token crosses out of it, ``" int"``, and those crossings cost a
+    walk per place that calls it.) Where the run's last piece forbids some first bytes of the
+    token, the call goes to a copy of the token's rule without them.
     """
     union = _dfa(alt(*terminals.values(), *([ignore] if ignore is not None else [])))
-    ignore_dfa = _dfa(ignore)
-    rules = dict(grammar.rules)
-    parts: dict[str, list[str]] = {}
+    runs = sorted(_ignored_run(_dfa(ignore), union).items(), key=lambda kv: sorted(kv[0])) \
+        if ignore is not None else []
     lookahead: list[tuple[str, frozenset[int]]] = []
-    new_bodies: dict[str, list[tuple[str, Expr]]] = {}
+    new_rules: dict[str, list[tuple[str, Expr]]] = {}
+    sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
-        split = _token_rule(_dfa(lang), ignore_dfa, union)
-        names = [name] if len(split) == 1 else [f"{name}#{k}" for k in range(len(split))]
-        parts[name] = names
-        new_bodies[name] = []
-        for n, (forbidden, body) in zip(names, sorted(split.items(), key=lambda kv: sorted(kv[0]))):
-            new_bodies[name].append((n, body))
+        by_exit = sorted(_token(_dfa(lang), union).items(), key=lambda kv: sorted(kv[0]))
+        names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
+        new_rules[name] = []
+        for n, (forbidden, body) in zip(names, by_exit):
+            new_rules[name].append((n, body))
             if forbidden:
                 lookahead.append((n, forbidden))
-    if IGNORE_RULE in rules:
-        (_, tail_body), = _token_rule(_NONE, ignore_dfa, union, tail=True).items()
-        rules[IGNORE_RULE] = tail_body
+        options: list[Expr] = [alt(*(Ref(n) for n in names))]
+        for k, (after_run, run) in enumerate(runs):
+            calls: list[Expr] = []
+            for n, (forbidden, body) in zip(names, by_exit):
+                if not _first_bytes(body) & after_run:  # type: ignore[arg-type]
+                    calls.append(Ref(n))
+                    continue
+                rest = _without_first(body, after_run)  # type: ignore[arg-type]
+                if rest is not None:
+                    calls.append(Ref(f"{n}/{k}"))
+                    new_rules[name].append((f"{n}/{k}", rest))
+                    if forbidden:
+                        lookahead.append((f"{n}/{k}", forbidden))
+            if calls:
+                options.append(seq(run, alt(*calls)))
+        sites[name] = alt(*options)
+    if runs:
+        sites[IGNORE_RULE] = alt(*(run for _, run in runs))
     out: list[tuple[str, Expr]] = []
-    for name, body in rules.items():
-        if name in new_bodies:
-            out += new_bodies[name]
-        else:
-            out.append((name, _substitute(body, parts) if name != IGNORE_RULE else body))
+    for name, body in grammar.rules:
+        if name in new_rules:
+            out += new_rules[name]
+        elif name != IGNORE_RULE:
+            out.append((name, _substitute(body, sites)))
     return Grammar(tuple(out), grammar.start, tuple(lookahead)).checked()
