@@ -15,7 +15,7 @@ A rule with a *lookahead* (a lexer's token end, :mod:`structgen.lexer`) does not
 straight to its caller: it returns through a *guard* frame ``(GUARD, forbidden, parent)``
 that reads the next byte as the parent would, unless the byte is forbidden. In a stack built in
 isolation, a guard on ``ESCAPE`` marks an escape that the next byte must also pass
-(:meth:`StackMachine.escape_forbidden`).
+(:attr:`StackMachine.escapes` maps each escape marker to the bytes it forbids).
 
 Counted rules keep ``(count, item_state)`` as their state, plus the guard state when they
 exclude words; without an upper bound the count is capped at ``min`` (beyond it, counts are
@@ -88,10 +88,6 @@ class StackMachine:
         if parent == ESCAPE:
             self.escapes[sid] = forbidden
         return sid
-
-    def escape_forbidden(self, sid: int) -> "frozenset[int] | None":
-        """For an escape marker, the bytes that may not come next; None for other stacks."""
-        return self.escapes.get(sid)
 
     def isolated(self, sid: int) -> int:
         """The stack with the same top frame as ``sid`` but ``ESCAPE`` as its parent."""

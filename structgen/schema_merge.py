@@ -519,8 +519,7 @@ class Merger:
                 avoided = _NotString(kw, schema[kw], where)
                 pieces.append(lambda string=string, avoided=avoided: [(string, avoided)])
             elif kw == "contains":  # fewer matching items than minContains, or more than maxContains
-                lo = _non_negative_int(schema, "minContains", ptr) if "minContains" in schema else 1
-                hi = _non_negative_int(schema, "maxContains", ptr) if "maxContains" in schema else None
+                lo, hi = _contains_counts(schema, ptr)
                 sub = schema[kw]
                 if lo == 1:  # none: every item breaks it
                     few = Part({"type": "array", "items": {"not": sub}}, where + "~not", True)
@@ -886,8 +885,7 @@ class Merger:
                 if m.max_items is None or hi < m.max_items:
                     m.max_items, m.max_items_pointer = hi, join_pointer(ptr, "maxItems")
             if "contains" in s:
-                lo = _non_negative_int(s, "minContains", ptr) if "minContains" in s else 1
-                hi = _non_negative_int(s, "maxContains", ptr) if "maxContains" in s else None
+                lo, hi = _contains_counts(s, ptr)
                 m.contains.append((Part(s["contains"], join_pointer(ptr, "contains")), lo, hi))
             if s.get("uniqueItems") is True and m.unique is None:
                 m.unique = join_pointer(ptr, "uniqueItems")
@@ -1223,6 +1221,13 @@ def _array_part(s: dict, ptr: str) -> tuple[list[Part], Part | None]:
         return ([subschema(x, "items", i) for i, x in enumerate(items)],
                 None if rest is None else subschema(rest, "additionalItems"))
     return [], subschema(items, "items")
+
+
+def _contains_counts(schema: dict, ptr: str) -> tuple[int, int | None]:
+    """``(minContains, maxContains)`` beside a ``contains``: at least one item by default."""
+    lo = _non_negative_int(schema, "minContains", ptr) if "minContains" in schema else 1
+    hi = _non_negative_int(schema, "maxContains", ptr) if "maxContains" in schema else None
+    return lo, hi
 
 
 def _non_negative_int(schema: dict, kw: str, ptr: str) -> int:

@@ -30,6 +30,7 @@ False
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -108,8 +109,8 @@ class Needs:
     member_hits: dict[str, dict[int, Ref]]
     extra_hits: dict[int, Expr]
 
-    @property
-    def extra_cover(self) -> int:  # what additional members can provide
+    @functools.cached_property
+    def extra_cover(self) -> int:  # what additional members can provide (asked in loops: once)
         out = 0
         for bits in self.extra_hits:
             out |= bits
