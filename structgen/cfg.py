@@ -32,7 +32,7 @@ from __future__ import annotations
 from .errors import CompileError
 from .ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
 
-__all__ = ["remove_left_recursion", "left_recursive_rules"]
+__all__ = ["remove_left_recursion", "rules_where"]
 
 _EPS = Lit(b"")
 
@@ -126,12 +126,6 @@ def _cycles(rules: dict[str, Expr], null: "set[str]") -> list[list[str]]:
         if v not in index:
             visit(v)
     return out
-
-
-def left_recursive_rules(grammar: Grammar) -> list[str]:
-    """Names of the rules that can call themselves before reading a byte, in rule order."""
-    rules = dict(grammar.rules)
-    return [n for comp in _cycles(rules, _nullable_rules(rules)) for n in comp]
 
 
 # ---------------------------------------------------------------- step 1: no nullable rule

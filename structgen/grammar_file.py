@@ -54,7 +54,7 @@ from .cfg import remove_left_recursion, rules_where
 from .lexer import IGNORE_RULE, apply_lexer
 from .regex import raw_set_ir
 from .regular import difference, matches, shortest_matches
-from .text_regex import RegexSyntaxError, flags_of, is_lazy, text_regex_to_ir
+from .text_regex import RegexSyntaxError, is_lazy, text_regex_to_ir
 
 __all__ = ["read_grammar", "GRAMMARS_DIR"]
 
@@ -436,9 +436,8 @@ def _unescape(src: _Source, t: _Tok) -> str:
 class _Lowering:
     """Definitions (this file's and the imported ones) to IR rules."""
 
-    def __init__(self, defs: dict[str, _Def], ignore: Expr) -> None:
+    def __init__(self, defs: dict[str, _Def]) -> None:
         self.defs = defs
-        self.ignore = ignore
         self.terminal_ir: dict[str, Expr] = {}
         self.busy: set[str] = set()
         self.anonymous: dict[str, _Def] = {}  # terminals written inline in rules, by spelling
@@ -568,8 +567,7 @@ def _regex(node: _Re, src: _Source) -> Expr:
                         "structgen reads the flags i (ignore case), s (dot matches a newline), "
                         "m and u (no effect here).")
     try:
-        ignore_case, dotall = flags_of(node.flags)
-        return text_regex_to_ir(node.pattern, ignore_case=ignore_case, dotall=dotall)
+        return text_regex_to_ir(node.pattern, ignore_case="i" in node.flags, dotall="s" in node.flags)
     except RegexSyntaxError as e:
         # +1: the opening slash
         raise src.error(str(e), node.pos + 1 + e.offset,
@@ -621,7 +619,9 @@ def _load(text: str, name: str, base: "Path | None", seen: "tuple[str, ...]" = (
     return defs, p.ignores
 
 
-def _closure(defs: dict[str, _Def], name: str) -> dict[str, _Def]:
+def _closure(defs: dict[str, _Def], name: str, *, into_terminals: bool = True) -> dict[str, _Def]:
+    """``name`` and the definitions it names, transitively; with ``into_terminals=False`` not
+    what terminals name (those are inlined into them): the rules and terminals a grammar uses."""
     out: dict[str, _Def] = {}
     todo = [name]
     while todo:
@@ -629,21 +629,7 @@ def _closure(defs: dict[str, _Def], name: str) -> dict[str, _Def]:
         if n in out or n not in defs:
             continue
         out[n] = defs[n]
-        todo += [x.name for x in _walk(defs[n].body) if isinstance(x, _Name)]
-    return out
-
-
-def _used(defs: dict[str, _Def], start: str) -> dict[str, _Def]:
-    """Rules reachable from ``start`` and the terminals they name (not those terminals name:
-    those are inlined)."""
-    out: dict[str, _Def] = {}
-    todo = [start]
-    while todo:
-        n = todo.pop()
-        if n in out or n not in defs:
-            continue
-        out[n] = defs[n]
-        if not defs[n].terminal:
+        if into_terminals or not defs[n].terminal:
             todo += [x.name for x in _walk(defs[n].body) if isinstance(x, _Name)]
     return out
 
@@ -687,11 +673,10 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
                         f"Define '{start}: ...' or pass start= one of: {', '.join(rules) or '(no rules)'}.")
     if defs[start].terminal:
         raise src.error(f"the start '{start}' is a terminal", defs[start].pos, "Start from a rule.")
-    low = _Lowering(defs, Lit(b""))
+    low = _Lowering(defs)
     ignored = [_token_language(low, _Def("%ignore", pos, body, True, src)) for body, pos in ignores]
     ignore = alt(*ignored) if ignored else None
-    low.ignore = Repeat(ignore, 0, None) if ignore is not None else Lit(b"")
-    used = _used(defs, start)
+    used = _closure(defs, start, into_terminals=False)
     rules: list[tuple[str, Expr]] = []
     for n, d in used.items():
         if not d.terminal:
@@ -702,7 +687,7 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
     terminal_defs = {n: d for n, d in used.items() if d.terminal}
     terminal_defs.update(low.anonymous)
     terminals = _terminal_languages(low, terminal_defs)
-    rules += [(n, seq(low.ignore, e)) for n, e in terminals.items()]
+    rules += terminals.items()  # bodies stand in until apply_lexer writes the token rules
     root = "start'"
     tail = [Repeat(Ref(IGNORE_RULE), 0, 1)] if ignore is not None else []
     rules.insert(0, (root, seq(Ref(start), *tail)))
@@ -721,17 +706,14 @@ def _terminal_languages(low: "_Lowering", defs: dict[str, _Def]) -> dict[str, Ex
     retypes punctuation, so that ``ASSIGN: "=" | "+="`` never matches ``=`` once ``"="`` is a
     literal elsewhere; structgen does not (llguidance and xgrammar accept ``x = y`` there too).
     """
-    langs: dict[str, Expr] = {}
-    keywords: dict[str, tuple[str, bool, int]] = {}
+    langs = {n: _token_language(low, d) for n, d in defs.items()}
+    strings = {n: _string_terminal(d.body) for n, d in defs.items()}
+    keywords = {n: (lit[0], defs[n].priority) for n, lit in strings.items()
+                if lit is not None and _is_word(lit[0])}
     for n, d in defs.items():
-        langs[n] = _token_language(low, d)
-        lit = _string_terminal(d.body)
-        if lit is not None and _is_word(lit[0]):
-            keywords[n] = (lit[0], lit[1], d.priority)
-    for n, d in defs.items():
-        if n in keywords or _string_terminal(d.body) is not None:
+        if strings[n] is not None:
             continue
-        reserved = [langs[k] for k, (text, _, prio) in keywords.items()
+        reserved = [langs[k] for k, (text, prio) in keywords.items()
                     if prio == d.priority and matches(langs[n], text.encode("utf-8"))]
         if reserved:
             langs[n] = difference(langs[n], alt(*reserved), what=f"terminal '{n}' without keywords")

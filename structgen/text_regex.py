@@ -27,8 +27,8 @@ import functools
 
 from .errors import GrammarError
 from .ir import Expr, alt, seq
-from .regex import (MAX_CODE_POINT, Ranges, _branches, _complement, _Malformed, _normalize, _Parser,
-                    _Unsupported)
+from .regex import (_HEX_CHARS, MAX_CODE_POINT, Ranges, _branches, _complement, _Malformed, _normalize,
+                    _Parser, _Unsupported)
 
 __all__ = ["text_regex_to_ir", "is_lazy", "RegexSyntaxError"]
 
@@ -126,17 +126,12 @@ class _PythonParser(_Parser):
         if c == "a":
             self.i += 2
             return 0x07
-        if c == "U":
-            digits = self.p[self.i + 2:self.i + 10]
-            if len(digits) != 8 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise _Malformed("'\\U' must be followed by eight hex digits", start)
-            self.i += 10
-            return int(digits, 16)
-        if c == "u":
-            digits = self.p[self.i + 2:self.i + 6]
-            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise _Malformed("'\\u' must be followed by four hex digits", start)
-            self.i += 6
+        if c in ("u", "U") and c:  # Python: \uHHHH, \UHHHHHHHH (no braces)
+            n, count = (4, "four") if c == "u" else (8, "eight")
+            digits = self.p[self.i + 2:self.i + 2 + n]
+            if len(digits) != n or any(d not in _HEX_CHARS for d in digits):
+                raise _Malformed(f"'\\{c}' must be followed by {count} hex digits", start)
+            self.i += 2 + n
             return int(digits, 16)
         if c and c in "01234567" and (c == "0" or in_class):
             j = self.i + 1
@@ -147,9 +142,6 @@ class _PythonParser(_Parser):
         if c in ("c", "N") and c:
             raise _Unsupported(f"escape '\\{c}'", start)
         return super().char_escape(in_class=in_class)
-
-
-_FLAGS = {"i", "s", "m", "u"}
 
 
 def text_regex_to_ir(pattern: str, *, ignore_case: bool = False, dotall: bool = False) -> Expr:
@@ -180,11 +172,3 @@ def is_lazy(pattern: str) -> bool:
     ``*/``). The pattern must be valid."""
     return _compile(pattern, False, False)[1]
 
-
-def flags_of(text: str) -> tuple[bool, bool]:
-    """``(ignore_case, dotall)`` for a Lark flag string such as ``"is"``; raises on others."""
-    unknown = set(text) - _FLAGS
-    if unknown:
-        raise RegexSyntaxError(f"unsupported regular-expression flag '{sorted(unknown)[0]}' "
-                               "(structgen reads i, s, m and u)", 0)
-    return "i" in text, "s" in text
