@@ -164,10 +164,11 @@ def _needs(cv: "_Converter", m: Merged, asked: list[tuple[Expr, Part | None]], m
                 if ref is not None:
                     member_hits.setdefault(key, {})[bits] = ref
     extra_hits: dict[int, Expr] = {}
+    parts = _key_parts(cv, m, defined)  # the same for every subset: built once
     for bits in range(1, full + 1):
         chosen = [asked[j] for j in range(len(asked)) if bits >> j & 1]
         keys = chosen[0][0] if len(chosen) == 1 else intersect(*(k for k, _ in chosen), what="the keys `not` asks for")
-        hit = _extra_member(cv, m, defined, names, (keys, [v for _, v in chosen if v is not None]))
+        hit = _extra_member(cv, m, defined, names, (keys, [v for _, v in chosen if v is not None]), parts)
         if hit is not None:
             extra_hits[bits] = hit
     needs = Needs(full, member_hits, extra_hits)
@@ -211,19 +212,11 @@ def _names_language(cv: "_Converter", parts: list[Part]) -> Expr:
     return alt(*options) if options else NOTHING
 
 
-def _extra_member(cv: "_Converter", m: Merged, defined: set[str], names: Expr | None,
-                  some: tuple[Expr, list[Part]] | None = None) -> Expr | None:
-    """``key : value`` for the keys outside ``defined`` (and inside ``names``, the
-    ``propertyNames`` language), or None when there can be none. With ``some`` (keys, value
-    schemas): only the members that are also members ``not`` asks for."""
-    ws = cv.ws
-    colon = seq(ws, Lit(b":"), ws)
-    if not m.key_rules and names is None and some is None:
-        value = _additional_value(cv, m)
-        return None if value is None else seq(key_except(cv, defined), colon, value)
+def _key_parts(cv: "_Converter", m: Merged, defined: set[str]) -> tuple[dict[str, Expr], list[Expr], list]:
+    """What every additional member of the object shares: the languages of its key patterns,
+    the keys outside ``defined`` (a list of at most one), and the key regions."""
     patterns = list(dict.fromkeys(p for rules, _ in m.key_rules for p, _ in rules))
-    char = _char(cv)
-    anything = Repeat(char, 0, None)
+    anything = Repeat(_char(cv), 0, None)
     languages = {}
     for p in patterns:
         where = next(sub.pointer for rules, _ in m.key_rules for q, sub in rules if q == p)
@@ -231,17 +224,34 @@ def _extra_member(cv: "_Converter", m: Merged, defined: set[str], names: Expr | 
             languages[p] = pattern_to_ir(p, pointer=where, canonical=cv.canonical)
         except UnsupportedFeatureError as err:
             raise UnsupportedFeatureError("patternProperties", pointer=where, hint=err.hint) from err
-    base: list[Expr] = []
-    if defined:
-        base.append(difference(anything, alt(*(spellings(k) for k in defined)), what=f"the additional keys at {m.pointer or '/'}"))
+    not_named = ([difference(anything, alt(*(spellings(k) for k in defined)), what=f"the additional keys at {m.pointer or '/'}")]
+                 if defined else [])
+    regions = _regions(cv, m, patterns, languages)
+    if regions is None:  # lenient dropped them: every key is additional
+        regions = [([], [])]
+    return languages, not_named, regions
+
+
+def _extra_member(cv: "_Converter", m: Merged, defined: set[str], names: Expr | None,
+                  some: tuple[Expr, list[Part]] | None = None,
+                  parts: "tuple[dict[str, Expr], list[Expr], list] | None" = None) -> Expr | None:
+    """``key : value`` for the keys outside ``defined`` (and inside ``names``, the
+    ``propertyNames`` language), or None when there can be none. With ``some`` (keys, value
+    schemas): only the members that are also members ``not`` asks for. ``parts``: what
+    :func:`_key_parts` gives, when the caller asks for several ``some``."""
+    ws = cv.ws
+    colon = seq(ws, Lit(b":"), ws)
+    if not m.key_rules and names is None and some is None:
+        value = _additional_value(cv, m)
+        return None if value is None else seq(key_except(cv, defined), colon, value)
+    languages, not_named, regions = parts if parts is not None else _key_parts(cv, m, defined)
+    anything = Repeat(_char(cv), 0, None)
+    base: list[Expr] = list(not_named)
     if names is not None:
         base.append(names)
     if some is not None:
         base.append(some[0])
     options: list[Expr] = []
-    regions = _regions(cv, m, patterns, languages)
-    if regions is None:  # lenient dropped them: every key is additional
-        patterns, regions = [], [([], [])]
     for inside, outside in regions:
         value = (_additional_value(cv, m, some and some[1]) if not inside
                  else _region_value(cv, m, inside, some and some[1]))
