@@ -22,9 +22,12 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .decoding import GenerationStats
-from .generator import Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex
+from .generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex,
+                        generate_sql)
 from .ir import Grammar
 from .matcher import Matcher
+from .sql import CompiledSql, SqlError, compile_sql
+from .text_to_sql import SqlAttempt, SqlGenerationError, SqlResult
 from .vocab import Vocabulary
 
 __version__ = "0.1.0"
@@ -32,6 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CompileError",
     "CompiledGrammar",
+    "CompiledSql",
     "Compiler",
     "DecodingError",
     "GenerationStats",
@@ -42,6 +46,10 @@ __all__ = [
     "JsonResult",
     "Matcher",
     "SchemaError",
+    "SqlAttempt",
+    "SqlError",
+    "SqlGenerationError",
+    "SqlResult",
     "StructgenError",
     "TextResult",
     "UnsupportedFeatureError",
@@ -49,8 +57,10 @@ __all__ = [
     "compile_grammar",
     "compile_json_schema",
     "compile_regex",
+    "compile_sql",
     "generate_grammar",
     "generate_json",
     "generate_regex",
+    "generate_sql",
     "prepare_vocabulary",
 ]

@@ -31,7 +31,7 @@ import secrets
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Collection, Literal
 
 if TYPE_CHECKING:  # torch is imported where a model runs, so compiling grammars never needs it
     import torch
@@ -226,9 +226,16 @@ class DraftEnds:
 def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prompt_ids: list[int], *,
            max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
            seed: int | None = None, speculate: bool = True, costs: PassCosts | None = None,
-           acceptance_prior: float = 0.9,
-           draft_ends: DraftEnds | None = None) -> tuple[list[int], Literal["eos", "grammar"], GenerationStats]:
+           acceptance_prior: float = 0.9, draft_ends: DraftEnds | None = None,
+           banned_first: Collection[int] = (),
+           stop: Callable[[list[int]], bool] | None = None,
+           ) -> tuple[list[int], Literal["eos", "grammar", "stop"], GenerationStats]:
     """Decode one sequence under ``matcher``; return (token ids, how it ended, stats).
+
+    ``matcher`` may already be past some tokens (they end ``prompt_ids`` too): decoding resumes
+    there. ``banned_first`` are tokens the first choice may not be (a retry that backtracks to a
+    position bans what was chosen there before). ``stop(tokens)``, asked after each accepted
+    token where the grammar may end, ends decoding there when it returns True (finish ``"stop"``).
 
     ``draft_ends`` carries what was learned about draft ends across calls (a
     :class:`Generator` keeps one per model); drafts only change speed, never the output.
@@ -292,6 +299,9 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
                     use_cache=True, logits_to_keep=1)
         stats.forward_passes += 1
         row = out.logits[0, -1]
+        if banned_first:
+            row = row.clone()
+            row[torch.tensor(sorted(banned_first), device=row.device)] = float("-inf")
         pending: int | None = None  # a token already chosen at a refused draft position
         while True:
             token = pending if pending is not None else choose(row)
@@ -306,6 +316,9 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
             tokens.append(token)
             if matcher.is_finished():  # only EOS could follow: no pass needed to choose it
                 finish = "grammar"
+                break
+            if stop is not None and matcher.can_end() and stop(tokens):
+                finish = "stop"
                 break
             draft: list[int] = []
             if speculate:
@@ -342,6 +355,9 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
             row = logits[kept]
             if kept and matcher.is_finished():
                 finish = "grammar"
+                break
+            if kept and stop is not None and matcher.can_end() and stop(tokens):
+                finish = "stop"
                 break
     stats.new_tokens = len(tokens)
     stats.seconds = time.perf_counter() - started

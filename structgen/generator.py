@@ -17,15 +17,21 @@ Example
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .compiler import Compiler, parse_schema
 from .decoding import DraftEnds, GenerationStats, PassCosts, decode
 from .errors import DecodingError
 from .vocab import Vocabulary
 
-__all__ = ["Generator", "JsonResult", "TextResult", "generate_json", "generate_grammar", "generate_regex"]
+if TYPE_CHECKING:
+    from .text_to_sql import SqlResult
+
+__all__ = ["Generator", "JsonResult", "TextResult", "generate_json", "generate_grammar", "generate_regex",
+           "generate_sql"]
 
 Whitespace = Literal["compact", "flexible"]
 
@@ -227,6 +233,43 @@ class Generator:
         text = self.vocabulary.token_bytes(tokens).decode("utf-8", errors="strict")
         return TextResult(text, tokens, finish, stats)
 
+    def sql(self, question: str, database: "str | os.PathLike[str] | sqlite3.Connection", *,
+            execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256, max_rows: int = 1000,
+            time_limit: float = 10.0, temperature: float = 0.0, retry_temperature: float = 0.8,
+            seed: int | None = None, speculate: bool = True, strict: bool = True) -> "SqlResult":
+        """Write a SQLite query that answers ``question`` on ``database``, and check that it runs.
+
+        The model sees the schema (DDL) and the question; decoding follows the SQL grammar
+        specialised to the database (:func:`structgen.compile_sql`, ``strict=True`` by default:
+        only real tables and columns). The complete query must declare the names it makes up
+        and pass a read-only ``EXPLAIN`` (with ``execute=True`` it also runs, returning at most
+        ``max_rows`` rows, each statement stopped after ``time_limit`` seconds). On an error
+        that names an identifier, decoding goes back to it and bans the token chosen there;
+        otherwise it samples again at ``retry_temperature``. At most ``max_retries`` retries.
+
+        ``database`` is a path or a ``sqlite3.Connection``; it is only read
+        (:class:`structgen.sql.ReadOnly`). The other options are those of :meth:`json`.
+
+        Raises
+        ------
+        SqlError
+            The database cannot be read.
+        SqlGenerationError
+            No query passed within the retries; ``attempts`` keeps each query and its error.
+
+        Example
+        -------
+        >>> r = gen.sql("How many singers are there?", "concert_singer.sqlite", execute=True)  # doctest: +SKIP
+        >>> r.sql, r.rows, r.retries, r.first_try                                   # doctest: +SKIP
+        ('SELECT count(*) FROM singer', [(6,)], 0, True)
+        """
+        from .text_to_sql import generate_sql_with
+
+        return generate_sql_with(self, question, database, execute=execute, max_retries=max_retries,
+                                 max_new_tokens=max_new_tokens, max_rows=max_rows, time_limit=time_limit,
+                                 temperature=temperature, retry_temperature=retry_temperature, seed=seed,
+                                 speculate=speculate, strict=strict)
+
 
 @dataclass
 class TextResult:
@@ -299,3 +342,19 @@ def generate_regex(pattern: str, prompt: str, **options: Any) -> str:
     '555-1234'
     """
     return _default().regex(pattern, prompt, **options).text
+
+
+def generate_sql(question: str, database: "str | os.PathLike[str] | sqlite3.Connection",
+                 **options: Any) -> "str | SqlResult":
+    """Write a SQLite query answering ``question`` on ``database``, on the default model.
+
+    Returns the query text; with ``execute=True`` the whole :class:`~structgen.SqlResult`
+    (``sql``, ``rows``, ``columns``, ``retries``). Options are those of :meth:`Generator.sql`.
+
+    Example
+    -------
+    >>> generate_sql("How many singers are there?", "concert_singer.sqlite")  # doctest: +SKIP
+    'SELECT count(*) FROM singer'
+    """
+    result = _default().sql(question, database, **options)
+    return result if options.get("execute") else result.sql
