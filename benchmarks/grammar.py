@@ -6,16 +6,22 @@ Run (one CPU thread, the same tokenizer, grammar texts and sample texts for ever
     .venv/bin/python benchmarks/grammar.py --cases json,arithmetic --reps 5 --engines structgen,xgrammar
 
 Cases (:data:`CASES`, a grammar file and 3-5 valid sample texts each; adding one is one line):
-``json`` (``grammars/json.lark``), ``arithmetic`` (``grammars/arithmetic.lark``, left-recursive)
-and ``large`` (``benchmarks/data/grammar_c_expr.lark``: a C-like language, 12 left-recursive
-operator levels, ``%ignore`` whitespace and ``//`` / ``/* */`` comments). Every engine reads the
-same Lark text, unchanged: structgen ``Compiler.grammar_file``, llguidance
+``json`` (``grammars/json.lark``), ``arithmetic`` (``grammars/arithmetic.lark``, left-recursive),
+``large`` (``benchmarks/data/grammar_c_expr.lark``: a C-like language, 12 left-recursive
+operator levels, ``%ignore`` whitespace and ``//`` / ``/* */`` comments), and two cases of
+``grammars/sqlite.lark`` specialised to one database by ``structgen.sql.sql_grammar_text(schema,
+strict=False)`` (its ``TABLE_NAME`` / ``COLUMN_NAME`` terminals become the database's names,
+``/.../i`` regexes): ``sql`` (defog's ``car_dealership``) and ``sql-spider`` (Spider's
+``world_1``), 5 gold queries each. The SQL cases read the databases from ``../shared/data/sql``
+next to the repository (not in it) and stop with a message when they are missing; leave them
+out with ``--cases``. Every engine reads the same Lark text, unchanged (both peers take the
+``/.../i`` and ``"..."i`` flags as they are): structgen ``Compiler.grammar_file``, llguidance
 ``LLMatcher.grammar_from_lark``, xgrammar ``Grammar.from_lark``; ``%import common.X`` resolves in
 each engine's own ``common`` library.
 
 What is measured, per engine and case:
 
-* **compile** -- time to first mask: parse the Lark text (read from its file beforehand), compile
+* **compile** -- time to first mask: parse the Lark text (read from its file, and specialised, beforehand), compile
   it, make a matcher, fill the first token bitmask; ``--reps`` times, each with nothing grammar-specific reused (structgen: a
   fresh ``Compiler(vocab, disk_cache=False)``; llguidance: a fresh ``LLMatcher``; xgrammar: one
   ``GrammarCompiler`` with ``cache_enabled=False``, ``max_threads=1``, eager masks). Per-tokenizer
@@ -52,6 +58,7 @@ import engine  # noqa: E402  first: sets the one-thread environment before any e
 import argparse
 import contextlib
 import datetime
+import functools
 import gc
 import platform
 import resource
@@ -61,7 +68,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from _report import choose, cpu_model, git_commit, markdown_table, package_versions
 from engine import fmt, load_tokenizer, native_stderr_silenced, pct
@@ -69,6 +76,7 @@ from engine import fmt, load_tokenizer, native_stderr_silenced, pct
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 DATA = Path(__file__).resolve().parent / "data"
+SQL_DATA = ROOT.parent / "shared" / "data" / "sql"  # not in the repository: benchmarks never run in CI
 WARMUP = 'start: item+\nitem: NUMBER | "(" item+ ")"\n%import common.NUMBER\n%import common.WS\n%ignore WS\n'
 
 # ---------------------------------------------------------------------------------- samples
@@ -115,22 +123,68 @@ C_SAMPLES = [
     "    return 0;\n}",
 ]
 
+# Gold queries, verbatim, from ../shared/data/sql/defog_sqlite.jsonl (db_id car_dealership) and
+# spider_dev.jsonl (db_id world_1).
+SQL_DEFOG_SAMPLES = [
+    "SELECT COUNT(id) AS TSC FROM sales WHERE sale_date >= DATE('now', '-7 days')",  # defog_instruct_advanced_sqlite_28
+    "SELECT COUNT(*) AS weekend_payments FROM payments_made WHERE vendor_name = 'Utility Company' AND strftime('%w', payment_date) IN ('0', '6')",  # defog_questions_gen_sqlite_206
+    "SELECT c.id AS car_id, c.make, c.model, c.year FROM cars AS c LEFT JOIN sales AS s ON c.id = s.car_id WHERE s.car_id IS NULL",  # defog_instruct_basic_sqlite_18
+    "SELECT (SUM(sale_price) - SUM(cars.cost)) / SUM(cars.cost) * 100 AS gpm FROM sales JOIN cars ON sales.car_id = cars.id WHERE strftime('%Y', sale_date) = '2023'",  # defog_instruct_advanced_sqlite_31
+    "WITH salesperson_sales AS (SELECT s.id, s.first_name, s.last_name, SUM(sa.sale_price) AS total_sales FROM salespersons AS s LEFT JOIN sales AS sa ON s.id = sa.salesperson_id GROUP BY s.id) SELECT id, first_name, last_name, total_sales FROM salesperson_sales ORDER BY total_sales DESC LIMIT 5",  # defog_instruct_advanced_sqlite_18
+]
+SQL_SPIDER_SAMPLES = [
+    'SELECT Code FROM country WHERE GovernmentForm != "Republic" EXCEPT SELECT CountryCode FROM countrylanguage WHERE LANGUAGE  =  "English"',  # spider_dev_782
+    'select sum(population) ,  avg(surfacearea) from country where continent  =  "north america" and surfacearea  >  3000',  # spider_dev_810
+    'SELECT avg(LifeExpectancy) FROM country WHERE Name NOT IN (SELECT T1.Name FROM country AS T1 JOIN countrylanguage AS T2 ON T1.Code  =  T2.CountryCode WHERE T2.Language  =  "English" AND T2.IsOfficial  =  "T")',  # spider_dev_764
+    'select distinct t3.name from country as t1 join countrylanguage as t2 on t1.code  =  t2.countrycode join city as t3 on t1.code  =  t3.countrycode where t2.isofficial  =  \'t\' and t2.language  =  \'chinese\' and t1.continent  =  "asia"',  # spider_dev_786
+    'SELECT COUNT(*) FROM (SELECT T1.Name FROM country AS T1 JOIN countrylanguage AS T2 ON T1.Code  =  T2.CountryCode WHERE T2.Language  =  "English" INTERSECT SELECT T1.Name FROM country AS T1 JOIN countrylanguage AS T2 ON T1.Code  =  T2.CountryCode WHERE T2.Language  =  "Dutch")',  # spider_dev_744
+]
+
 
 @dataclass
 class Case:
     name: str
     path: Path  # a Lark grammar file, read as text and given unchanged to every engine
     samples: list[str]
+    # When set, the grammar text is specialise(path)'s (e.g. the SQL grammar filled in with one
+    # database's names) instead of the file's own; label names what it was specialised to.
+    specialise: Callable[[Path], str] | None = None
+    label: str = ""
+
+    @functools.cached_property
+    def grammar(self) -> str:
+        return self.specialise(self.path) if self.specialise else self.path.read_text()
 
     @property
-    def grammar(self) -> str:
-        return self.path.read_text()
+    def source(self) -> str:
+        """The report's grammar column: the file, and what it was specialised to."""
+        return f"`{self.path.relative_to(ROOT)}`" + (f" + {self.label}" if self.label else "")
+
+
+def sql_case(name: str, database: str, samples: list[str]) -> Case:
+    """``grammars/sqlite.lark`` specialised to ``database`` (a path under :data:`SQL_DATA`) by
+    ``structgen.sql.sql_grammar_text(read_schema(db), strict=False)``: its ``TABLE_NAME`` and
+    ``COLUMN_NAME`` terminals become the database's names (``/.../i`` regexes)."""
+
+    def specialise(path: Path) -> str:
+        db = SQL_DATA / database
+        if not db.is_file():
+            raise SystemExit(f"grammar.py: case {name!r} needs the SQLite database {db} (the shared "
+                             f"data folder, ../shared/data/sql next to the repository); it is missing. "
+                             f"Leave the case out with --cases.")
+        from structgen.sql import read_schema, sql_grammar_text
+
+        return sql_grammar_text(read_schema(db), path, strict=False)
+
+    return Case(name, ROOT / "grammars" / "sqlite.lark", samples, specialise, Path(database).stem)
 
 
 CASES = {c.name: c for c in (
     Case("json", ROOT / "grammars" / "json.lark", JSON_SAMPLES),
     Case("arithmetic", ROOT / "grammars" / "arithmetic.lark", ARITHMETIC_SAMPLES),
     Case("large", DATA / "grammar_c_expr.lark", C_SAMPLES),
+    sql_case("sql", "databases/car_dealership.sqlite", SQL_DEFOG_SAMPLES),
+    sql_case("sql-spider", "spider_dev_schema_only/databases/world_1.sqlite", SQL_SPIDER_SAMPLES),
 )}
 
 # ---------------------------------------------------------------------------------- engines
@@ -303,7 +357,7 @@ def report(args: argparse.Namespace, tokenizer: Any, tokens: dict[str, list[list
     rows = [result_row(CASES[c], e, results[c][e]) for c in args.cases for e in args.engines]
     ratios = [ratio_row(c, p, results[c]["structgen"], results[c][p]) for c in args.cases
               for p in args.engines if p != "structgen"] if "structgen" in args.engines else []
-    grammars = [[c, f"`{CASES[c].path.relative_to(ROOT)}`", str(CASES[c].grammar.count("\n")),
+    grammars = [[c, CASES[c].source, str(CASES[c].grammar.count("\n")),
                  str(len(CASES[c].grammar.encode())), str(len(CASES[c].samples)),
                  str(sum(len(s.encode()) for s in CASES[c].samples)), str(sum(map(len, tokens[c])))]
                 for c in args.cases]
@@ -382,6 +436,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    for c in args.cases:  # a specialised grammar's data missing: stop here, not mid-run
+        CASES[c].grammar
     tokenizer = load_tokenizer(args.tokenizer)
     tokens = {c: [tokenizer.encode(s, add_special_tokens=False) for s in CASES[c].samples] for c in args.cases}
     setup: dict[str, tuple[float, float]] = {}
