@@ -13,7 +13,7 @@ import structgen
 MODULES = ["structgen", "structgen.ir", "structgen.vocab", "structgen.automaton", "structgen.pda",
            "structgen.masks", "structgen.matcher", "structgen.compiler", "structgen.json_schema",
            "structgen.json_text", "structgen.regex", "structgen.regular", "structgen.numbers",
-           "structgen.formats", "structgen.schema_merge"]
+           "structgen.formats", "structgen.schema_merge", "structgen.sql", "structgen.text_to_sql"]
 
 
 def test_all_lists_every_public_name():
