@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-Whitespace = Literal["any", "single"]
-
 from .errors import StructgenError
+
+Whitespace = Literal["any", "spaces"]
 
 __all__ = ["SqlSchema", "CompiledSql", "ReadOnly", "SqlError", "compile_sql", "read_schema",
            "sql_grammar_text", "SQL_GRAMMAR"]
@@ -61,8 +61,8 @@ _STRICT_RULES = (
      'table_or_subquery: table\n                 | "(" select_stmt ")"\n'),
     ("NAME: /[A-Za-z_][A-Za-z0-9_$]*/ | QUOTED_NAME\n", "NAME: /[A-Za-z_][A-Za-z0-9_]{0,29}/\n"),
 )
-#: What whitespace="single" rewrites: one space wherever whitespace may go.
-_SINGLE_SPACE = (("WS: /[ \\t\\r\\n]+/\n", 'WS: " "\n'),)
+#: What whitespace="spaces" rewrites: whitespace is spaces only (``%ignore`` still allows a run).
+_SPACES_ONLY = (("WS: /[ \\t\\r\\n]+/\n", 'WS: " "\n'),)
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 
 
@@ -206,10 +206,10 @@ def sql_grammar_text(schema: SqlSchema, grammar: "str | os.PathLike[str]" = SQL_
     names = (_names_terminal("TABLE_NAME", list(schema.tables))
              + _names_terminal("COLUMN_NAME", schema.columns))
     text = text.replace(_NAME_SLOTS, names)
-    rewrites = (_STRICT_RULES if strict else ()) + (_SINGLE_SPACE if whitespace == "single" else ())
+    rewrites = (_STRICT_RULES if strict else ()) + (_SPACES_ONLY if whitespace == "spaces" else ())
     for loose, tight in rewrites:
         if loose not in text:
-            raise SqlError(f"{str(grammar)!r} lacks the line that strict=True or whitespace='single' "
+            raise SqlError(f"{str(grammar)!r} lacks the line that strict=True or whitespace='spaces' "
                            f"rewrites: {loose!r}")
         text = text.replace(loose, tight)
     return text
@@ -282,7 +282,7 @@ def compile_sql(database: "str | os.PathLike[str] | sqlite3.Connection", tokeniz
         ``True``: only the database's tables and columns fit there; made-up names can still be
         declared and used as qualifiers (``T1.name``). Generation uses ``True``.
     whitespace
-        ``"any"``: any run of spaces, tabs and newlines between tokens; ``"single"``: one space
+        ``"any"``: any run of spaces, tabs and newlines between tokens; ``"spaces"``: spaces only
         (what generation uses, so a small model cannot wander off into blank lines).
     grammar
         The query grammar; its last two lines must be ``TABLE_NAME: NAME`` and ``COLUMN_NAME: NAME``.

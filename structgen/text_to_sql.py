@@ -93,7 +93,7 @@ def generate_sql_with(gen: "Generator", question: str,
     if max_retries < 0:
         raise ValueError(f"max_retries must be >= 0, not {max_retries}")
     schema = read_schema(database)
-    compiled = compile_schema(schema, gen.compiler, strict=strict, whitespace="single")
+    compiled = compile_schema(schema, gen.compiler, strict=strict, whitespace="spaces")
     prompt_ids = gen._chat_ids(sql_prompt(question, schema.ddl))
     vocab = gen.vocabulary
 

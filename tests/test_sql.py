@@ -62,8 +62,9 @@ def test_every_gold_query_walks(name, compiled_for, smollm2_tokenizer):
 
 
 def test_strict_grammar_takes_every_spider_query(compiled_for, smollm2_tokenizer):
-    """strict=True (what generation uses) still reads Spider's gold queries: they name only
-    real tables and columns, with `T1.name` qualifiers... as long as the aliases are tables'."""
+    """strict=True (what generation uses) reads Spider's gold queries once their table aliases
+    are spelled out as the tables' own names (strict takes no table aliases): Spider's queries
+    name only real tables and columns."""
     spider = pairs("spider")
     rejected = [(p.id, why) for p in spider
                 if (why := rejection(compiled_for(p.database, strict=True), smollm2_tokenizer,
@@ -184,8 +185,8 @@ def test_strict_grammar_refuses_made_up_names_at_the_token(sql, shop_bytes):
     assert got is not None and got.startswith("token"), got
 
 
-def test_single_space_variant(shop_bytes):
-    compiled = compile_sql(SHOP, BYTES, strict=True, whitespace="single")
+def test_spaces_only_variant(shop_bytes):
+    compiled = compile_sql(SHOP, BYTES, strict=True, whitespace="spaces")
     assert rejection(compiled, BYTES, "SELECT name FROM customers;") is None
     assert rejection(compiled, BYTES, "SELECT name\nFROM customers") is not None
     assert 'WS: " "' in compiled.text and "TABLE_NAME: /customers|products|orders/i" in compiled.text
