@@ -51,7 +51,8 @@ SQL_GRAMMAR = Path(__file__).resolve().parent.parent / "grammars" / "sqlite.lark
 _NAME_SLOTS = "TABLE_NAME: NAME\nCOLUMN_NAME: NAME\n"
 #: What strict=True rewrites: table and column positions, and qualifiers, take only the database's
 #: names; tables and subqueries get no alias (``author.name`` stays valid); a made-up name (a
-#: column alias, a type) is at most 30 characters, so a small model cannot ramble in one.
+#: column alias, a type) is at most 30 characters, a number 15 digits (and 9 decimals), a
+#: string 80 characters, so a small model cannot ramble in one.
 _STRICT_RULES = (
     ("table: TABLE_NAME | NAME\n", "table: TABLE_NAME\n"),
     ("column: (qualifier \".\")? (COLUMN_NAME | NAME)\n", "column: (qualifier \".\")? COLUMN_NAME\n"),
@@ -60,6 +61,11 @@ _STRICT_RULES = (
      '                 | "(" select_stmt ")" ("AS"i? alias)?\n',
      'table_or_subquery: table\n                 | "(" select_stmt ")"\n'),
     ("NAME: /[A-Za-z_][A-Za-z0-9_$]*/ | QUOTED_NAME\n", "NAME: /[A-Za-z_][A-Za-z0-9_]{0,29}/\n"),
+    # Literals of bounded length, so a small model cannot spin out digits or text forever.
+    ("NUMBER: /[0-9]+(\\.[0-9]*)?([eE][+-]?[0-9]+)?/ | /\\.[0-9]+([eE][+-]?[0-9]+)?/ | /0[xX][0-9a-fA-F]+/\n",
+     "NUMBER: /[0-9]{1,15}(\\.[0-9]{0,9})?/\n"),
+    ("STRING: /'([^']|'')*'/\n", "STRING: /'([^'\\n]|''){0,80}'/\n"),
+    ("DQ_STRING: /\"([^\"]|\"\")*\"/\n", "DQ_STRING: /\"[^\"\\n]{0,80}\"/\n"),
 )
 #: What whitespace="spaces" rewrites: whitespace is spaces only (``%ignore`` still allows a run).
 _SPACES_ONLY = (("WS: /[ \\t\\r\\n]+/\n", 'WS: " "\n'),)

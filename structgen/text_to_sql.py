@@ -105,9 +105,7 @@ def generate_sql_with(gen: "Generator", question: str,
     prefix: list[int] = []
     banned: dict[tuple[int, ...], set[int]] = {}
     for attempt in range(max_retries + 1):
-        matcher = compiled.matcher()
-        for t in prefix:
-            matcher.advance(t)
+        prefix, matcher = resume_point(compiled, prefix, banned)
         sampling = temperature if attempt == 0 or prefix else max(temperature, retry_temperature)
         try:
             new, _, stats = decode(
@@ -128,11 +126,49 @@ def generate_sql_with(gen: "Generator", question: str,
         error, offset, rows, columns = _check(compiled, database, text, execute, max_rows, time_limit)
         if error is None:
             return SqlResult(text, tokens, total, attempts, rows, columns)
+        if not any(a.error == error for a in attempts):  # the first time: maybe the table is wrong
+            offset = _table_to_blame(compiled, text, error, offset)
         attempts.append(SqlAttempt(text, error))
         prefix = _backtrack(vocab, tokens, offset, banned)
     raise SqlGenerationError(
         f"no query passed the checks in {max_retries + 1} attempts; the last: "
         f"{attempts[-1].sql!r}: {attempts[-1].error}", attempts=attempts)
+
+
+def resume_point(compiled: CompiledSql, prefix: list[int],
+                 banned: dict[tuple[int, ...], set[int]]) -> tuple[list[int], Any]:
+    """(prefix, a matcher past it) to decode from: ``prefix`` itself, or [] when every token
+    legal after it is banned there (backtracking cannot help: start again)."""
+    matcher = compiled.matcher()
+    for t in prefix:
+        matcher.advance(t)
+    if prefix and banned.get(tuple(prefix), set()).issuperset(matcher.allowed_token_ids()):
+        return [], compiled.matcher()
+    return prefix, matcher
+
+
+def _table_to_blame(compiled: CompiledSql, sql: str, error: str, offset: int | None) -> int | None:
+    """For ``no such column: x`` where ``x`` is a column of a table the query does not name, the
+    offset of the first table it names instead (the model more often picked the wrong table
+    than the wrong column); else ``offset``.
+
+    Example
+    -------
+    >>> from structgen.sql import SqlSchema
+    >>> shop = CompiledSql(None, SqlSchema({"people": ("name",), "items": ("price",)}, ""), "")
+    >>> _table_to_blame(shop, "SELECT avg(price) FROM people", "no such column: price", 11)
+    23
+    """
+    column = re.fullmatch(r"no such column: (\w+)", error)
+    if column is None:
+        return offset
+    tables = compiled._tables
+    lexemes = _lex(sql)
+    named = [lx for lx in lexemes if lx.name in tables]
+    owners = {t for t, cols in tables.items() if column.group(1).lower() in cols}
+    if not owners or not named or owners & {lx.name for lx in named}:
+        return offset
+    return named[0].offset
 
 
 def _add(total: GenerationStats, stats: GenerationStats | None) -> None:

@@ -218,6 +218,21 @@ def test_locate():
     assert locate("SELECT x FROM t", "near \"(\": syntax error") is None
 
 
+def test_backtracking_bans_the_name_and_starts_again_when_nothing_is_left(shop_bytes):
+    from structgen.text_to_sql import _backtrack, resume_point
+
+    loose, _ = shop_bytes
+    sql = "SELECT nme FROM customers"
+    tokens = list(sql.encode())
+    banned: dict = {}
+    prefix = _backtrack(BYTES, tokens, locate(sql, "no such column: nme"), banned)
+    assert BYTES.token_bytes(prefix) == b"SELECT "
+    assert banned[tuple(prefix)] == {ord("n"), ord("N")}  # what would start `nme` again, any case
+    assert resume_point(loose, prefix, banned)[0] == prefix
+    banned[tuple(prefix)] |= set(resume_point(loose, prefix, banned)[1].allowed_token_ids())
+    assert resume_point(loose, prefix, banned)[0] == []
+
+
 # ---------------------------------------------------------------------- the database, read only
 
 def test_read_only_connection(tmp_path):
