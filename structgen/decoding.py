@@ -234,8 +234,9 @@ def decode(model: Any, tokenizer: Any, vocab: Vocabulary, matcher: Matcher, prom
 
     ``matcher`` may already be past some tokens (they end ``prompt_ids`` too): decoding resumes
     there. ``banned_first`` are tokens the first choice may not be (a retry that backtracks to a
-    position bans what was chosen there before). ``stop(tokens)``, asked after each accepted
-    token where the grammar may end, ends decoding there when it returns True (finish ``"stop"``).
+    position bans what was chosen there before). ``stop(tokens)`` is asked where the grammar may
+    end, after each chosen token and after each pass's accepted draft tokens; True ends decoding
+    there (finish ``"stop"``).
 
     ``draft_ends`` carries what was learned about draft ends across calls (a
     :class:`Generator` keeps one per model); drafts only change speed, never the output.

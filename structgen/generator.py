@@ -17,8 +17,6 @@ Example
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,6 +26,9 @@ from .errors import DecodingError
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:
+    import os
+    import sqlite3
+
     from .text_to_sql import SqlResult
 
 __all__ = ["Generator", "JsonResult", "TextResult", "generate_json", "generate_grammar", "generate_regex",
