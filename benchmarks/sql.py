@@ -52,13 +52,13 @@ def chosen(per_db: int, spider_per_db: int) -> list[tuple[str, Pair]]:
 
 
 def rows_of(database: Path, sql: str) -> list[tuple] | None:
-    con = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        return con.execute(sql).fetchall()
-    except sqlite3.Error:
-        return None
-    finally:
-        con.close()
+    from structgen.sql import ReadOnly
+
+    with ReadOnly(database) as con:
+        try:
+            return con.execute(sql).fetchall()
+        except sqlite3.Error:
+            return None
 
 
 def same_rows(a: list[tuple] | None, b: list[tuple] | None) -> bool:

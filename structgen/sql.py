@@ -31,6 +31,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
@@ -73,15 +74,7 @@ _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 
 
 class SqlError(StructgenError, ValueError):
-    """A database that cannot be read, or a query that does not fit it.
-
-    ``name`` and ``offset`` point at the offending identifier when there is one.
-    """
-
-    def __init__(self, message: str, *, name: str | None = None, offset: int | None = None) -> None:
-        super().__init__(message)
-        self.name = name
-        self.offset = offset
+    """A database that cannot be read, or a grammar compile_sql cannot fill in."""
 
 
 # ---------------------------------------------------------------------- the database, read only
@@ -137,10 +130,6 @@ class ReadOnly:
         con.set_progress_handler(None, 0)
         if con is not self.database:
             con.close()
-
-    def restart_clock(self) -> None:
-        """Give the next statement a fresh ``time_limit``."""
-        self._deadline = time.monotonic() + self.time_limit
 
     def _authorize(self, action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
         if action in self._ALLOWED:
@@ -331,12 +320,13 @@ _LEXEME = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 
 
+@functools.lru_cache(maxsize=None)
 def _keywords() -> frozenset[str]:
+    """The grammar's keywords, lower case (read on first use, not when structgen is imported)."""
     words = re.findall(r'"([A-Za-z_]+)"i', SQL_GRAMMAR.read_text(encoding="utf-8"))
     return frozenset(w.lower() for w in words)
 
 
-_KEYWORDS = _keywords()
 _COLLATIONS = frozenset({"nocase", "binary", "rtrim"})
 
 
@@ -349,7 +339,7 @@ class _Lexeme:
     @property
     def name(self) -> str | None:
         """The identifier this lexeme names (unquoted, lower case), or None."""
-        if self.kind == "word" and self.text.lower() not in _KEYWORDS:
+        if self.kind == "word" and self.text.lower() not in _keywords():
             return self.text.lower()
         if self.kind in ("quoted", "dq") and len(self.text) >= 2:
             inner = self.text[1:-1]
@@ -399,7 +389,7 @@ def _ends_operand(lx: _Lexeme) -> bool:
     if lx.kind in ("quoted", "dq", "string", "number", "blob"):
         return True
     if lx.kind == "word":
-        return lx.text.lower() not in _KEYWORDS or lx.text.lower() in ("end", "null", "true", "false")
+        return lx.text.lower() not in _keywords() or lx.text.lower() in ("end", "null", "true", "false")
     return lx.text == ")"
 
 

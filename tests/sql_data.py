@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from structgen.sql import _lex
+from structgen.sql import ReadOnly, _lex
 
 DATA_DIR = Path(os.environ.get("STRUCTGEN_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 SQL_DIR = DATA_DIR / "sql"
@@ -69,12 +69,10 @@ def mutant(sql: str, tables: dict[str, frozenset[str]], rng: random.Random,
             last = lx.offset + len(lx.text)
     text = "".join(out) + sql[last:]
     if database is not None:
-        con = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            con.execute("EXPLAIN " + text)
-            return None
-        except sqlite3.Error:
-            pass
-        finally:
-            con.close()
+        with ReadOnly(database) as con:
+            try:
+                con.execute("EXPLAIN " + text)
+                return None
+            except sqlite3.Error:
+                pass
     return text, target
