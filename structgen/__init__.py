@@ -23,11 +23,13 @@ from .errors import (
 )
 from .decoding import GenerationStats
 from .generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex,
-                        generate_sql)
+                        generate_sql, generate_tool_calls)
 from .ir import Grammar
 from .matcher import Matcher
 from .sql import CompiledSql, SqlError, compile_sql
 from .text_to_sql import SqlAttempt, SqlGenerationError, SqlResult
+from .tool_calls import FORMATS as TOOL_FORMATS, ToolFormat, ToolSpecError
+from .tool_chat import MessagesError, ToolCallResult
 from .vocab import Vocabulary
 
 __version__ = "0.1.0"
@@ -45,6 +47,7 @@ __all__ = [
     "IncompleteGenerationError",
     "JsonResult",
     "Matcher",
+    "MessagesError",
     "SchemaError",
     "SqlAttempt",
     "SqlError",
@@ -52,6 +55,10 @@ __all__ = [
     "SqlResult",
     "StructgenError",
     "TextResult",
+    "TOOL_FORMATS",
+    "ToolCallResult",
+    "ToolFormat",
+    "ToolSpecError",
     "UnsupportedFeatureError",
     "Vocabulary",
     "compile_grammar",
@@ -62,5 +69,6 @@ __all__ = [
     "generate_json",
     "generate_regex",
     "generate_sql",
+    "generate_tool_calls",
     "prepare_vocabulary",
 ]

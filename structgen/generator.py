@@ -30,9 +30,11 @@ if TYPE_CHECKING:
     import sqlite3
 
     from .text_to_sql import SqlResult
+    from .tool_calls import ToolFormat
+    from .tool_chat import ToolCallResult
 
 __all__ = ["Generator", "JsonResult", "TextResult", "generate_json", "generate_grammar", "generate_regex",
-           "generate_sql"]
+           "generate_sql", "generate_tool_calls"]
 
 Whitespace = Literal["compact", "flexible"]
 
@@ -271,6 +273,71 @@ class Generator:
                                  temperature=temperature, retry_temperature=retry_temperature, seed=seed,
                                  speculate=speculate, strict=strict)
 
+    def tool_calls(self, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
+                   tool_choice: Any = "auto", parallel_tool_calls: bool = True,
+                   format: "str | ToolFormat | None" = None, strict: bool = True, max_new_tokens: int = 256,
+                   temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                   speculate: bool = True) -> "ToolCallResult":
+        """The assistant's next turn: text, tool calls, or both, with arguments that validate.
+
+        Parameters
+        ----------
+        tools
+            OpenAI chat-completions tools: ``{"type": "function", "function": {"name",
+            "description", "parameters"}}``; checked first (:class:`~structgen.ToolSpecError`,
+            naming the tool and the JSON pointer inside ``tools``).
+        messages
+            The conversation so far, OpenAI-style: ``system``/``user``/``assistant`` turns,
+            assistant turns with ``tool_calls``, and ``tool`` results (``tool_call_id``).
+        tool_choice
+            ``"auto"`` (default): text, or calls, or text then calls; the text is free until the
+            model opens a call and is never empty. ``"required"``: calls only, from the first
+            token. ``{"type": "function", "function": {"name": n}}``: calls of ``n`` only.
+            ``"none"``: text only.
+        parallel_tool_calls
+            One or more calls (default); ``False``: exactly one.
+        format
+            ``"hermes"``, ``"llama3"``, ``"json"`` or a :class:`~structgen.tool_calls.ToolFormat`;
+            default: the chat template's own format, else ``"json"`` (see
+            :mod:`structgen.tool_chat`).
+        strict
+            Objects in the arguments take only the keys they declare unless they say
+            ``additionalProperties`` (default, as OpenAI's strict mode; an object that declares
+            no keys stays free-form); ``False``: JSON Schema's open objects.
+        max_new_tokens, temperature, top_p, top_k, seed, speculate
+            As in :meth:`json`.
+
+        Returns
+        -------
+        ToolCallResult
+            ``message`` is the assistant message ``{"role": "assistant", "content": str | None,
+            "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]}``
+            (``arguments`` is JSON text that validates against the tool's parameters;
+            ``tool_calls`` is absent for a text answer).
+
+        Raises
+        ------
+        ToolSpecError, UnsupportedFeatureError, MessagesError
+            Bad tools, ``tool_choice`` or messages, before anything runs.
+        IncompleteGenerationError
+            The budget ran out; the partial output is kept.
+
+        Example
+        -------
+        >>> add = {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+        ...        "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}}
+        >>> r = gen.tool_calls([add], [{"role": "user", "content": "What is 2 plus 3?"}],
+        ...                    tool_choice="required")                                  # doctest: +SKIP
+        >>> r.message["tool_calls"][0]["function"]                                      # doctest: +SKIP
+        {'name': 'add', 'arguments': '{"a": 2, "b": 3}'}
+        """
+        from .tool_chat import generate_tool_calls_with
+
+        return generate_tool_calls_with(self, tools, messages, tool_choice=tool_choice,
+                                        parallel_tool_calls=parallel_tool_calls, format=format, strict=strict,
+                                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                        top_k=top_k, seed=seed, speculate=speculate)
+
 
 @dataclass
 class TextResult:
@@ -359,3 +426,21 @@ def generate_sql(question: str, database: "str | os.PathLike[str] | sqlite3.Conn
     """
     result = _default().sql(question, database, **options)
     return result if options.get("execute") else result.sql
+
+
+def generate_tool_calls(tools: list[dict[str, Any]], messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    """The assistant's next message for ``messages`` with ``tools``, on the default model.
+
+    Returns the OpenAI-style assistant message (``content``, ``tool_calls``); options are those
+    of :meth:`Generator.tool_calls` (``tool_choice``, ``parallel_tool_calls``, ``format``, ...).
+
+    Example
+    -------
+    >>> weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    ...     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    >>> msg = generate_tool_calls([weather], [{"role": "user", "content": "Weather in Oslo?"}],
+    ...                           tool_choice="required")                      # doctest: +SKIP
+    >>> msg["tool_calls"][0]["function"]["arguments"]                        # doctest: +SKIP
+    '{"city": "Oslo"}'
+    """
+    return _default().tool_calls(tools, messages, **options).message
