@@ -277,7 +277,7 @@ class Generator:
                    tool_choice: Any = "auto", parallel_tool_calls: bool = True,
                    format: "str | ToolFormat | None" = None, strict: bool = True, max_new_tokens: int = 256,
                    temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                   speculate: bool = True) -> "ToolCallResult":
+                   speculate: bool = True, stop_repeated_calls: bool = True) -> "ToolCallResult":
         """The assistant's next turn: text, tool calls, or both, with arguments that validate.
 
         Parameters
@@ -306,6 +306,11 @@ class Generator:
             no keys stays free-form); ``False``: JSON Schema's open objects.
         max_new_tokens, temperature, top_p, top_k, seed, speculate
             As in :meth:`json`.
+        stop_repeated_calls
+            End the answer before a call identical to an earlier one (name and arguments), the
+            loop small models fall into when parallel calls are allowed (default); the result's
+            ``finish_reason`` is then ``"repeated_call"``. ``False``: keep whatever the model
+            writes (a loop runs until ``max_new_tokens``).
 
         Returns
         -------
@@ -336,7 +341,8 @@ class Generator:
         return generate_tool_calls_with(self, tools, messages, tool_choice=tool_choice,
                                         parallel_tool_calls=parallel_tool_calls, format=format, strict=strict,
                                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                        top_k=top_k, seed=seed, speculate=speculate)
+                                        top_k=top_k, seed=seed, speculate=speculate,
+                                        stop_repeated_calls=stop_repeated_calls)
 
 
 @dataclass

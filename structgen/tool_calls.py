@@ -120,7 +120,7 @@ _HERMES_PROMPT = (
 FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
     ToolFormat(
         "hermes", call_open="<tool_call>\n", call_close="\n</tool_call>", separator="\n",
-        trigger="<tool_call>", template_markers=("<tool_call>",), system_prompt=_HERMES_PROMPT,
+        trigger="<tool_call", template_markers=("<tool_call>",), system_prompt=_HERMES_PROMPT,
         result_text="<tool_response>\n{content}\n</tool_response>"),
     ToolFormat(
         "llama3", call_open="", call_close="", separator="; ", trigger="{", arguments_key="parameters",
@@ -132,7 +132,7 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
             "Do not use variables. If no function fits, answer in plain text.\n\n{tools}"),
         result_text='{{"output": {content_json}}}'),
     ToolFormat(
-        "json", call_open="", call_close="", separator=", ", trigger="<tool_call>",
+        "json", call_open="", call_close="", separator=", ", trigger="<tool_call",
         list_open="<tool_call>[", list_close="]</tool_call>",
         system_prompt=(
             "You are an expert in composing functions. You are given a question and a set of possible "
@@ -142,7 +142,7 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
             "<tool_call>[{{\"name\": \"func_name1\", \"arguments\": {{\"argument1\": \"value1\"}}}}, "
             "... (more tool calls as required)]</tool_call>\n"
             "If none of the functions fits, answer in plain text."),
-        result_text="<tool_response>\n{content}\n</tool_response>"),
+        result_text="The function {name} returned: {content}"),
 )}
 
 
@@ -423,31 +423,53 @@ def parse_calls(fmt: ToolFormat, text: str) -> tuple[str | None, list[tuple[str,
     >>> parse_calls(FORMATS["hermes"], 'Sure.\\n<tool_call>\\n{"name": "f", "arguments": {}}\\n</tool_call>')
     ('Sure.', [('f', {})])
     """
-    at = text.find(fmt.trigger) if fmt.text_first else (0 if text.startswith(fmt.trigger) else -1)
+    content, spans, end = call_spans(fmt, text)
+    if not spans and _trigger_at(fmt, text) >= 0:
+        raise ValueError(f"no complete call after {fmt.trigger!r} in {text!r}")
+    if spans and not text.startswith(fmt.list_close, end):
+        raise ValueError(f"expected {fmt.list_close!r} at {end} in {text!r}")
+    if spans and end + len(fmt.list_close) != len(text):
+        raise ValueError(f"unexpected text after the calls: {text[end + len(fmt.list_close):]!r}")
+    return content, [(name, args) for _, _, name, args in spans]
+
+
+def call_spans(fmt: ToolFormat, text: str) -> tuple[str | None, list[tuple[int, int, str, Any]], int]:
+    """The calls of a possibly unfinished answer: (text before them or None, [(start, end, name,
+    arguments)] of each complete call, where the complete calls end).
+
+    A call's span runs from its ``call_open`` to the end of its ``call_close``; ``end`` is where
+    ``list_close`` would follow.
+
+    >>> call_spans(FORMATS["json"], '<tool_call>[{"name": "f", "arguments": {}}, {"name": "g", "argu')
+    (None, [(12, 42, 'f', {})], 42)
+    """
+    at = _trigger_at(fmt, text)
     if at < 0:
-        return text, []
+        return text, [], len(text)
     content = text[:at].strip() or None
+    if not text.startswith(fmt.list_open, at):
+        return content, [], at
     decoder = json.JSONDecoder()
-    pos = at
-
-    def expect(word: str) -> None:
-        nonlocal pos
-        if not text.startswith(word, pos):
-            raise ValueError(f"expected {word!r} at {pos} in {text!r}")
-        pos += len(word)
-
-    expect(fmt.list_open)
-    calls: list[tuple[str, Any]] = []
+    spans: list[tuple[int, int, str, Any]] = []
+    pos = at + len(fmt.list_open)
     while True:
-        expect(fmt.call_open)
-        obj, pos = decoder.raw_decode(text, pos)
-        calls.append((obj["name"], obj[fmt.arguments_key]))
-        expect(fmt.call_close)
-        if text.startswith(fmt.separator + fmt.call_open + "{", pos):
-            pos += len(fmt.separator)
-            continue
-        break
-    expect(fmt.list_close)
-    if pos != len(text):
-        raise ValueError(f"unexpected text after the calls: {text[pos:]!r}")
-    return content, calls
+        start = pos
+        if not text.startswith(fmt.call_open, pos):
+            break
+        try:
+            obj, end = decoder.raw_decode(text, pos + len(fmt.call_open))
+        except ValueError:
+            break
+        if not text.startswith(fmt.call_close, end) or not isinstance(obj, dict):
+            break
+        end += len(fmt.call_close)
+        spans.append((start, end, obj["name"], obj[fmt.arguments_key]))
+        if not text.startswith(fmt.separator, end) or text.startswith(fmt.list_close, end) and fmt.list_close:
+            return content, spans, end
+        pos = end + len(fmt.separator)
+    return content, spans, spans[-1][1] if spans else at + len(fmt.list_open)
+
+
+def _trigger_at(fmt: ToolFormat, text: str) -> int:
+    """Where the calls open in ``text`` (-1: nowhere)."""
+    return text.find(fmt.trigger) if fmt.text_first else (0 if text.startswith(fmt.trigger) else -1)

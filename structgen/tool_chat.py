@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .decoding import GenerationStats, decode
-from .errors import DecodingError, StructgenError
-from .tool_calls import (FORMATS, ToolFormat, ToolSpec, call_text, parse_calls, read_tool_choice, read_tools,
-                         tool_call_grammar)
+from .errors import DecodingError, IncompleteGenerationError, StructgenError
+from .tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls, read_tool_choice,
+                         read_tools, tool_call_grammar)
 
 if TYPE_CHECKING:
     from .generator import Generator
@@ -49,13 +49,15 @@ class ToolCallResult:
     ``message`` is ``{"role": "assistant", "content": str | None, "tool_calls": [...]}``, each
     call ``{"id", "type": "function", "function": {"name", "arguments": <JSON text>}}``;
     ``tool_calls`` is absent when the answer is text only. ``text`` is the raw output in
-    ``format``; ``finish_reason`` and ``stats`` as in :class:`~structgen.JsonResult`.
+    ``format``; ``finish_reason`` and ``stats`` as in :class:`~structgen.JsonResult`, plus
+    ``"repeated_call"``: the model began a call identical to an earlier one, and the answer was
+    ended before it (see ``stop_repeated_calls``); ``stats`` count the passes spent on it too.
     """
 
     message: dict[str, Any]
     text: str
     token_ids: list[int]
-    finish_reason: Literal["eos", "grammar", "stop"]
+    finish_reason: Literal["eos", "grammar", "stop", "repeated_call"]
     stats: GenerationStats
     format: str
     #: how the prompt was made: "template" (the chat template showed the tools) or "structgen"
@@ -204,7 +206,7 @@ def generate_tool_calls_with(gen: "Generator", tools: Any, messages: Any, *, too
                              parallel_tool_calls: bool = True, format: "str | ToolFormat | None" = None,
                              strict: bool = True, max_new_tokens: int = 256, temperature: float = 0.0,
                              top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                             speculate: bool = True) -> ToolCallResult:
+                             speculate: bool = True, stop_repeated_calls: bool = True) -> ToolCallResult:
     """:meth:`structgen.Generator.tool_calls` (see there)."""
     specs = read_tools(tools)
     mode, names = read_tool_choice(tool_choice, specs)
@@ -216,10 +218,22 @@ def generate_tool_calls_with(gen: "Generator", tools: Any, messages: Any, *, too
                                 strict=strict)
     compiled = gen.compiler.grammar(grammar, source=tools)
     ids = list(gen.tokenizer.encode(prompt, add_special_tokens=False))
-    tokens, finish, stats = decode(
-        gen.model, gen.tokenizer, gen.vocabulary, compiled.matcher(), ids, max_new_tokens=max_new_tokens,
-        temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, speculate=speculate,
-        costs=gen.pass_costs if speculate else None, draft_ends=gen._draft_ends)
+    try:
+        tokens, finish, stats = decode(
+            gen.model, gen.tokenizer, gen.vocabulary, compiled.matcher(), ids, max_new_tokens=max_new_tokens,
+            temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, speculate=speculate,
+            costs=gen.pass_costs if speculate else None, draft_ends=gen._draft_ends)
+    except IncompleteGenerationError as err:
+        if not stop_repeated_calls:
+            raise
+        cut = _without_repeats(gen, compiled, fmt, err.token_ids)
+        if cut is None:
+            raise
+        tokens, finish, stats = cut, "repeated_call", err.stats
+    else:
+        cut = _without_repeats(gen, compiled, fmt, tokens) if stop_repeated_calls else None
+        if cut is not None:
+            tokens, finish = cut, "repeated_call"
     text = gen.vocabulary.token_bytes(tokens).decode("utf-8")
     try:
         content, calls = parse_calls(fmt, text)
@@ -235,6 +249,44 @@ def generate_tool_calls_with(gen: "Generator", tools: Any, messages: Any, *, too
                 "id": "call_" + secrets.token_hex(12), "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}})
     return ToolCallResult(message, text, tokens, finish, stats, fmt.name, rendered_by)
+
+
+def _without_repeats(gen: "Generator", compiled: Any, fmt: ToolFormat, tokens: list[int]) -> list[int] | None:
+    """The answer ended before its first repeated call, or None when no call repeats.
+
+    A small model, allowed parallel calls, tends to write the same call again and again until
+    the budget runs out. A call identical to an earlier one (name and arguments) is never
+    useful, so the answer ends after the call before it: the tokens up to there are kept and
+    the rest of that call plus the list's close are written canonically, checked by the grammar.
+    """
+    vocab = gen.vocabulary
+    text = vocab.token_bytes(tokens).decode("utf-8", errors="ignore")
+    _, spans, _ = call_spans(fmt, text)
+    seen: set[tuple[str, str]] = set()
+    for k, (_, _, name, args) in enumerate(spans):
+        key = (name, json.dumps(args, sort_keys=True))
+        if key in seen:
+            break
+        seen.add(key)
+    else:
+        return None
+    end = len(text[:spans[k - 1][1]].encode())
+    keep, length = [], 0
+    for t in tokens:
+        size = len(vocab.token_bytes([t]))
+        if length + size > end:
+            break
+        keep.append(t)
+        length += size
+    tail = vocab.token_bytes(tokens)[length:end] + fmt.list_close.encode()
+    try:
+        ended = keep + list(gen.tokenizer.encode(tail.decode("utf-8"), add_special_tokens=False))
+    except UnicodeDecodeError:  # the kept tokens end inside a character
+        return None
+    m = compiled.matcher()
+    if not (all(m.advance(t) for t in ended) and m.can_end()):
+        return None  # the tail's tokens do not fit: keep the model's own answer
+    return ended
 
 
 def _check_arguments(spec: ToolSpec, args: Any, text: str) -> None:

@@ -391,3 +391,17 @@ def test_generate_tool_calls_returns_the_message(generator, monkeypatch):
     message = structgen.generate_tool_calls([ADD], [{"role": "user", "content": "2+2?"}], tool_choice="required",
                                             max_new_tokens=48)
     assert [c["function"]["name"] for c in check_message(message, [ADD])] == ["add"]
+
+
+def test_a_repeated_call_ends_the_answer(generator):
+    """BFCL parallel_0: the model writes its two calls, then repeats them until the budget ends;
+    by default the answer ends before the first repeat, with the grammar's own close."""
+    case = next(cases("parallel"))
+    r = generator.tool_calls(case["tools"], case["messages"], tool_choice="required", max_new_tokens=160)
+    calls = check_message(r.message, case["tools"])
+    assert r.finish_reason == "repeated_call" and len(calls) == 2
+    assert len({c["function"]["arguments"] for c in calls}) == 2
+    assert r.text.endswith("}]</tool_call>") and parse_calls(FORMATS[r.format], r.text)[1]
+    with pytest.raises(structgen.IncompleteGenerationError):
+        generator.tool_calls(case["tools"], case["messages"], tool_choice="required", max_new_tokens=160,
+                             stop_repeated_calls=False)
