@@ -147,9 +147,11 @@ def exact_match(calls: list[tuple[str, dict]], truth: list[dict]) -> bool:
     return assign(0, frozenset(range(len(calls))))
 
 
-def judge(calls: list[tuple[str, dict]] | None, case: dict) -> dict:
+def judge(calls: list[tuple[str, dict]] | None, case: dict, complete: bool = True) -> dict:
+    """The marks of one answer; ``complete=False`` (the budget ran out first) is no right answer
+    to an irrelevance case, even when the text so far holds no call."""
     if case["expected"] == "no_call":
-        return {"no_call": not calls}
+        return {"no_call": complete and not calls}
     calls = calls or []
     names = collections.Counter(next(iter(c)) for c in case["ground_truth"])
     return {"parsed": bool(calls), "valid": all_valid(calls, case["tools"]),
@@ -195,7 +197,8 @@ def run_baseline(gen, case: dict, max_new_tokens: int) -> dict:
     prompt = tool_prompt(gen.tokenizer, read_tools(case["tools"]), case["tools"], case["messages"])[0]
     t = time.perf_counter()
     text, count = unconstrained(gen, prompt, max_new_tokens)
-    return {"seconds": time.perf_counter() - t, "calls": lenient_calls(text), "text": text, "tokens": count}
+    return {"seconds": time.perf_counter() - t, "calls": lenient_calls(text), "text": text, "tokens": count,
+            "answered": count < max_new_tokens}  # it ended before the budget did
 
 
 # ----------------------------------------------------------------------------- report
@@ -204,24 +207,29 @@ def pct(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
 
 
+def answered(run: dict) -> bool:
+    """structgen: no exception; the baseline: it reached end-of-sequence within the budget."""
+    return "failure" not in run and run.get("answered", True)
+
+
 def summary_row(label: str, engine: str, recs: list[dict]) -> list[str]:
     runs = [r[engine] for r in recs]
-    answered = [x for x in runs if "calls" in x]
-    marks = [judge(x.get("calls"), r["case"]) for x, r in zip(runs, recs)]
+    answers = [x for x in runs if "calls" in x]
+    marks = [judge(x.get("calls"), r["case"], answered(x)) for x, r in zip(runs, recs)]
     share = (lambda key: pct(sum(m[key] for m in marks), len(marks))) if "parsed" in marks[0] else (lambda key: "n/a")
-    tokens = sum(x["tokens"] for x in answered)
+    tokens = sum(x["tokens"] for x in answers)
     if engine == "structgen":
-        passes = f"{sum(x['passes'] for x in answered) / tokens:.2f}" if tokens else "-"
-        drafted = sum(x["drafted"] for x in answered)
-        acceptance = f"{sum(x['accepted'] for x in answered) / drafted:.0%}" if drafted else "-"
+        passes = f"{sum(x['passes'] for x in answers) / tokens:.2f}" if tokens else "-"
+        drafted = sum(x["drafted"] for x in answers)
+        acceptance = f"{sum(x['accepted'] for x in answers) / drafted:.0%}" if drafted else "-"
     else:
         passes, acceptance = "1 (by definition)", "n/a"
     no_call = pct(sum(m["no_call"] for m in marks), len(marks)) if "no_call" in marks[0] else "n/a"
     seconds = sorted(x["seconds"] for x in runs)
     p90 = seconds[min(len(seconds) - 1, int(0.9 * len(seconds)))]
-    failed = sum("failure" in x for x in runs)
+    failed = sum(not answered(x) for x in runs)
     return [label, engine, str(len(recs)), share("parsed"), share("valid"), share("names"), share("exact"),
-            no_call, str(failed) if engine == "structgen" else "n/a", f"{tokens / max(1, len(answered)):.0f}",
+            no_call, str(failed), f"{tokens / max(1, len(answers)):.0f}",
             passes, acceptance, f"{statistics.median(seconds):.1f}", f"{p90:.1f}"]
 
 
@@ -235,7 +243,7 @@ def write_report(args: argparse.Namespace, records: list[dict], seconds: float, 
         if group:
             rows += [summary_row(label, engine, group) for engine in ("structgen", "unconstrained")]
     header = ["category", "engine", "n", "calls parse", "all calls valid", "names right", "arguments exact",
-              "no call", "no answer / unsupported", "new tokens (mean)", "passes per token", "draft acceptance",
+              "no call", "no answer", "new tokens (mean)", "passes per token", "draft acceptance",
               "s / case p50", "s / case p90"]
     failures = [r for r in records if "failure" in r["structgen"]]
     violations = [r for r in records if r["structgen"].get("violation")]
@@ -261,8 +269,11 @@ def write_report(args: argparse.Namespace, records: list[dict], seconds: float, 
         "produced call of the same name, equal numbers of calls, every produced argument a known parameter with "
         "an acceptable value (numbers numerically, strings stripped and case-sensitive, lists elementwise, nested "
         "dicts by the same rule), every parameter whose acceptable list lacks `\"\"` present.",
-        "- *no call* (irrelevance): structgen answered in text only; the baseline's answer held no parseable call.",
-        "- Shares are of all n cases (a structgen case with no answer or an unsupported schema counts as a miss). "
+        "- *no call* (irrelevance): an answer that ended within the budget without a call (structgen: text only; "
+        "the baseline: no parseable call before end-of-sequence).",
+        "- *no answer*: structgen raised (the budget ran out, or the tools were refused as unsupported); the "
+        "baseline did not reach end-of-sequence within the budget (its text is still parsed for calls).",
+        "- Shares are of all n cases (a structgen case with no answer counts as a miss). "
         "*new tokens* and *passes per token* (prefill excluded) cover answered cases; structgen's seconds "
         "include compiling the tools' grammar.",
         "",
@@ -311,8 +322,9 @@ def main(argv: list[str] | None = None) -> None:
         if s.get("violation"):
             print(f"!!! {case['id']}: structgen returned an answer that does not parse or validate: "
                   f"{s.get('failure') or s.get('text')!r}", flush=True)
-        print(f"[{n}/{len(cases)}] {case['id']}: structgen {judge(s.get('calls'), case)} "
-              f"{s.get('failure', '')[:60]} {s['seconds']:.1f}s | unconstrained {judge(b['calls'], case)} "
+        print(f"[{n}/{len(cases)}] {case['id']}: structgen {judge(s.get('calls'), case, answered(s))} "
+              f"{s.get('failure', '')[:60]} {s['seconds']:.1f}s | unconstrained "
+              f"{judge(b['calls'], case, answered(b))} "
               f"{b['seconds']:.1f}s", flush=True)
     write_report(args, records, time.perf_counter() - started, args.threads)
 

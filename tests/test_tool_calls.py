@@ -278,7 +278,7 @@ def test_smollm2_template_ignores_tools_so_structgen_renders_them(smollm2_tokeni
     assert (fmt.name, by) == ("json", "structgen")
     assert '"name": "get_weather"' in text and "You are terse." in text
     assert '<tool_call>[{"name": "get_weather", "arguments": {"city":"Oslo"}}, {"name": "add"' in text
-    assert "<tool_response>\n4 C, snow\n</tool_response>\n<tool_response>\n5\n</tool_response>" in text
+    assert "The function get_weather returned: 4 C, snow\nThe function add returned: 5<|im_end|>" in text
     assert text.endswith("<|im_start|>assistant\n")
 
 
