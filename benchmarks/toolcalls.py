@@ -194,7 +194,7 @@ def run_baseline(gen, case: dict, max_new_tokens: int) -> dict:
     from structgen.tool_calls import read_tools
     from structgen.tool_chat import tool_prompt
 
-    prompt = tool_prompt(gen.tokenizer, read_tools(case["tools"]), case["tools"], case["messages"])[0]
+    prompt = tool_prompt(gen.tokenizer, read_tools(case["tools"]), case["messages"])[0]
     t = time.perf_counter()
     text, count = unconstrained(gen, prompt, max_new_tokens)
     return {"seconds": time.perf_counter() - t, "calls": lenient_calls(text), "text": text, "tokens": count,

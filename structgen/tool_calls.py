@@ -17,7 +17,8 @@ show them. :data:`FORMATS` has three:
 - ``"required"`` (or one named tool): calls from the first byte; each call's name is one of
   the allowed tools and its arguments follow that tool's ``parameters`` (strict objects,
   canonical JSON, no whitespace);
-- ``"auto"``: free text that never contains the format's *trigger* (``<tool_call>``), then
+- ``"auto"``: free text that never contains the format's *trigger* (``<tool_call``: a text
+  that spells a call another way, ``<tool_call id=...>``, is not text either), then
   optionally the calls; or the calls alone. The text holds at least one non-space character,
   so an answer is never empty and the end-of-sequence token is illegal first;
 - ``"none"``: the free text alone.

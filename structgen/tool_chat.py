@@ -86,9 +86,9 @@ def template_format(tokenizer: Any) -> ToolFormat | None:
     return None
 
 
-def tool_prompt(tokenizer: Any, specs: list[ToolSpec], tools: list[Any], messages: Any,
+def tool_prompt(tokenizer: Any, specs: list[ToolSpec], messages: Any,
                 fmt: ToolFormat | None = None) -> tuple[str, ToolFormat, str]:
-    """(prompt text, format, "template" or "structgen") for ``messages`` with ``tools`` shown.
+    """(prompt text, format, "template" or "structgen") for ``messages`` with the tools shown.
 
     ``fmt=None`` takes the template's own format when it has one (:func:`template_format`),
     else ``"json"``. A given format that is the template's is rendered by the template too.
@@ -213,7 +213,7 @@ def generate_tool_calls_with(gen: "Generator", tools: Any, messages: Any, *, too
     if isinstance(format, str) and format not in FORMATS:
         raise ValueError(f"unknown tool-call format {format!r}; known: {sorted(FORMATS)}")
     fmt = FORMATS[format] if isinstance(format, str) else format
-    prompt, fmt, rendered_by = tool_prompt(gen.tokenizer, specs, tools, messages, fmt)
+    prompt, fmt, rendered_by = tool_prompt(gen.tokenizer, specs, messages, fmt)
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,
                                 strict=strict)
     compiled = gen.compiler.grammar(grammar, source=tools)

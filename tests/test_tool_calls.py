@@ -283,7 +283,7 @@ def with_template(tokenizer, name):
 def test_smollm2_template_ignores_tools_so_structgen_renders_them(smollm2_tokenizer):
     assert template_format(smollm2_tokenizer) is None
     specs = read_tools(TOOLS)
-    text, fmt, by = tool_prompt(smollm2_tokenizer, specs, TOOLS, CONVERSATION)
+    text, fmt, by = tool_prompt(smollm2_tokenizer, specs, CONVERSATION)
     assert (fmt.name, by) == ("json", "structgen")
     assert '"name": "get_weather"' in text and "You are terse." in text
     assert '<tool_call>[{"name": "get_weather", "arguments": {"city":"Oslo"}}, {"name": "add"' in text
@@ -294,7 +294,7 @@ def test_smollm2_template_ignores_tools_so_structgen_renders_them(smollm2_tokeni
 def test_qwen_template_renders_tools_calls_and_results(smollm2_tokenizer):
     tok = with_template(smollm2_tokenizer, "qwen2.5_instruct")
     assert template_format(tok) is FORMATS["hermes"]
-    text, fmt, by = tool_prompt(tok, read_tools(TOOLS), TOOLS, CONVERSATION)
+    text, fmt, by = tool_prompt(tok, read_tools(TOOLS), CONVERSATION)
     assert (fmt.name, by) == ("hermes", "template")
     assert "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"" in text
     assert '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>' in text
@@ -307,12 +307,12 @@ def test_llama3_template_renders_tools_and_falls_back_for_two_calls(smollm2_toke
     assert template_format(tok) is FORMATS["llama3"]
     one_call = CONVERSATION[:2] + [{**CONVERSATION[2], "tool_calls": CONVERSATION[2]["tool_calls"][:1]},
                                    CONVERSATION[3]]
-    text, fmt, by = tool_prompt(tok, read_tools(TOOLS), TOOLS, one_call)
+    text, fmt, by = tool_prompt(tok, read_tools(TOOLS), one_call)
     assert (fmt.name, by) == ("llama3", "template")
     assert '{"name": "get_weather", "parameters": {"city": "Oslo"}}<|eot_id|>' in text
     assert "<|start_header_id|>ipython<|end_header_id|>" in text
     # Llama 3.1's template refuses two calls in one turn: structgen renders the turn itself.
-    text, fmt, by = tool_prompt(tok, read_tools(TOOLS), TOOLS, CONVERSATION)
+    text, fmt, by = tool_prompt(tok, read_tools(TOOLS), CONVERSATION)
     assert (fmt.name, by) == ("llama3", "structgen")
     assert '{"name": "get_weather", "parameters": {"city":"Oslo"}}; {"name": "add"' in text
     assert '{"output": "4 C, snow"}' in text
@@ -328,7 +328,7 @@ def test_llama3_template_renders_tools_and_falls_back_for_two_calls(smollm2_toke
 ])
 def test_bad_messages(smollm2_tokenizer, messages, words):
     with pytest.raises(MessagesError, match=words):
-        tool_prompt(smollm2_tokenizer, read_tools(TOOLS), TOOLS, messages)
+        tool_prompt(smollm2_tokenizer, read_tools(TOOLS), messages)
 
 
 # ------------------------------------------------------------------- on the default model
