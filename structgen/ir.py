@@ -17,11 +17,11 @@ digit ::= [0-9]
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Union
 
 from .errors import GrammarError
 
-__all__ = ["seq", "alt", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Fsm", "Expr",
+__all__ = ["seq", "alt", "substitute", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Fsm", "Expr",
            "Grammar"]
 
 
@@ -260,6 +260,26 @@ class Grammar:
         lines = [f"{n} ::= {b}" for n, b in self.rules]
         lines += [f"{n} !> {ByteClass.from_bytes(set(f))}" for n, f in self.lookahead]
         return "\n".join(lines)
+
+
+def substitute(e: Expr, replace: "Callable[[str], Expr | None]") -> Expr:
+    """``e`` with each reference ``Ref(n)`` replaced by ``replace(n)`` (kept where that is None).
+
+    >>> print(substitute(Seq((Ref("a"), Lit(b"+"), Ref("b"))), {"a": Lit(b"1")}.get))
+    "1+" b
+    """
+    if isinstance(e, Ref):
+        got = replace(e.name)
+        return e if got is None else got
+    if isinstance(e, Seq):
+        return seq(*(substitute(x, replace) for x in e.items))
+    if isinstance(e, Alt):
+        return alt(*(substitute(x, replace) for x in e.items))
+    if isinstance(e, Repeat):
+        return Repeat(substitute(e.item, replace), e.min, e.max)
+    if isinstance(e, Counted):
+        return Counted(substitute(e.item, replace), e.min, e.max, e.exclude)
+    return e  # Lit, ByteClass, Fsm: no references
 
 
 def nodes(e: Expr):

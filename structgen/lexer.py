@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from .automaton import _regular_dfa
 from .errors import CompileError
-from .ir import Alt, Counted, Expr, Fsm, Grammar, Ref, Repeat, Seq, alt, seq
+from .ir import Expr, Fsm, Grammar, Ref, Repeat, alt, seq, substitute
 from .regular import _as_fsm, _minimize, _trim
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -131,20 +131,6 @@ def _ignored_run(ignore: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
                           if threads != order[0] else [])
 
 
-def _substitute(e: Expr, parts: dict[str, Expr]) -> Expr:
-    if isinstance(e, Ref):
-        return parts.get(e.name, e)
-    if isinstance(e, Seq):
-        return seq(*(_substitute(x, parts) for x in e.items))
-    if isinstance(e, Alt):
-        return alt(*(_substitute(x, parts) for x in e.items))
-    if isinstance(e, Repeat):
-        return Repeat(_substitute(e.item, parts), e.min, e.max)
-    if isinstance(e, Counted):
-        return Counted(_substitute(e.item, parts), e.min, e.max, e.exclude)
-    return e
-
-
 def _without_first(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
     """``fsm`` minus its texts that start with a byte of ``first`` (None: nothing is left)."""
     trans = [{b: t for cls, t in row for b in cls.bytes()} for row in fsm.edges]
@@ -208,5 +194,5 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
         if name in new_rules:
             out += new_rules[name]
         elif name != IGNORE_RULE:
-            out.append((name, _substitute(body, sites)))
+            out.append((name, substitute(body, sites.get)))
     return Grammar(tuple(out), grammar.start, tuple(lookahead)).checked()

@@ -52,7 +52,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from .errors import SchemaError, UnsupportedFeatureError
-from .ir import Alt, ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
+from .ir import Alt, ByteClass, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq, substitute
 from .json_text import _UTF8_MULTI
 
 __all__ = ["ToolFormat", "FORMATS", "ToolSpec", "ToolSpecError", "read_tools", "read_tool_choice",
@@ -299,9 +299,8 @@ def tool_call_grammar(specs: list[ToolSpec], fmt: ToolFormat, *, choice: Choice 
                 raise ToolSpecError(str(err), tool=spec.name,
                                     pointer=f"/{spec.index}/function/parameters{err.pointer}") from err
             prefix = f"tool{k}_"
-            rules += [(prefix + n, _renamed(body, prefix)) for n, body in sub.rules]
-            head = ('{"name": ' + json.dumps(spec.name) + ', "' + fmt.arguments_key + '": ').encode()
-            calls.append(seq(Lit(fmt.call_open.encode() + head), Ref(prefix + sub.start),
+            rules += [(prefix + n, substitute(body, lambda ref: Ref(prefix + ref))) for n, body in sub.rules]
+            calls.append(seq(Lit((fmt.call_open + _call_head(fmt, spec.name)).encode()), Ref(prefix + sub.start),
                              Lit(b"}" + fmt.call_close.encode())))
         rules.append(("call", alt(*calls)))
         more = Repeat(seq(Lit(fmt.separator.encode()), Ref("call")), 0, None) if parallel else Seq(())
@@ -364,21 +363,6 @@ def _in_tool(err: UnsupportedFeatureError, spec: ToolSpec) -> UnsupportedFeature
     return out
 
 
-def _renamed(e: Expr, prefix: str) -> Expr:
-    """``e`` with every rule reference prefixed (tools' grammars share one namespace)."""
-    if isinstance(e, Ref):
-        return Ref(prefix + e.name)
-    if isinstance(e, Seq):
-        return Seq(tuple(_renamed(x, prefix) for x in e.items))
-    if isinstance(e, Alt):
-        return Alt(tuple(_renamed(x, prefix) for x in e.items))
-    if isinstance(e, Repeat):
-        return Repeat(_renamed(e.item, prefix), e.min, e.max)
-    if isinstance(e, Counted):
-        return Counted(_renamed(e.item, prefix), e.min, e.max, e.exclude)
-    return e  # Lit, ByteClass, Fsm: no references
-
-
 # ------------------------------------------------------------------------ writing and reading
 
 def compact_json(value: Any) -> str:
@@ -409,10 +393,14 @@ def call_text(fmt: ToolFormat, calls: list[tuple[str, Any]]) -> str:
     >>> call_text(FORMATS["json"], [("f", {"x": 1}), ("g", {})])
     '<tool_call>[{"name": "f", "arguments": {"x":1}}, {"name": "g", "arguments": {}}]</tool_call>'
     """
-    parts = [fmt.call_open + '{"name": ' + json.dumps(name) + ', "' + fmt.arguments_key + '": '
-             + compact_json(args) + "}" + fmt.call_close
+    parts = [fmt.call_open + _call_head(fmt, name) + compact_json(args) + "}" + fmt.call_close
              for name, args in calls]
     return fmt.list_open + fmt.separator.join(parts) + fmt.list_close
+
+
+def _call_head(fmt: ToolFormat, name: str) -> str:
+    """A call's text up to its arguments, as both the grammar and :func:`call_text` write it."""
+    return '{"name": ' + json.dumps(name) + ', "' + fmt.arguments_key + '": '
 
 
 def parse_calls(fmt: ToolFormat, text: str) -> tuple[str | None, list[tuple[str, Any]]]:

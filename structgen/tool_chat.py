@@ -260,7 +260,8 @@ def _without_repeats(gen: "Generator", compiled: Any, fmt: ToolFormat, tokens: l
     the rest of that call plus the list's close are written canonically, checked by the grammar.
     """
     vocab = gen.vocabulary
-    text = vocab.token_bytes(tokens).decode("utf-8", errors="ignore")
+    data = vocab.token_bytes(tokens)
+    text = data.decode("utf-8", errors="ignore")
     _, spans, _ = call_spans(fmt, text)
     seen: set[tuple[str, str]] = set()
     for k, (_, _, name, args) in enumerate(spans):
@@ -278,7 +279,7 @@ def _without_repeats(gen: "Generator", compiled: Any, fmt: ToolFormat, tokens: l
             break
         keep.append(t)
         length += size
-    tail = vocab.token_bytes(tokens)[length:end] + fmt.list_close.encode()
+    tail = data[length:end] + fmt.list_close.encode()
     try:
         ended = keep + list(gen.tokenizer.encode(tail.decode("utf-8"), add_special_tokens=False))
     except UnicodeDecodeError:  # the kept tokens end inside a character
