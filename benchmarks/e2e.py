@@ -219,7 +219,7 @@ class Bench:
         import torch
 
         import structgen
-        from structgen.models import load_default_model
+        from structgen.decoding.models import load_default_model
 
         self.args = args
         self.torch = torch

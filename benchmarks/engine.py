@@ -175,7 +175,7 @@ def serialize(instance: Any, whitespace: str) -> str:
     return json.dumps(instance, indent=2)
 
 
-#: ``--tokenizer`` names for structgen's bundled tokenizers (``structgen.models`` loaders).
+#: ``--tokenizer`` names for structgen's bundled tokenizers (``structgen.decoding.models`` loaders).
 NAMED_TOKENIZERS = {"smollm2": "load_default_tokenizer", "gemma": "load_gemma_tokenizer"}
 
 
@@ -187,7 +187,7 @@ def load_tokenizer(path: str | None) -> Any:
     if path and path not in NAMED_TOKENIZERS:
         return AutoTokenizer.from_pretrained(path)
     try:
-        from structgen import models
+        from structgen.decoding import models
 
         return getattr(models, NAMED_TOKENIZERS[path or "smollm2"])()
     except Exception as err:  # noqa: BLE001 -- any failure means: ask for a path

@@ -9,7 +9,7 @@ Cases (:data:`CASES`, a grammar file and 3-5 valid sample texts each; adding one
 ``json`` (``grammars/json.lark``), ``arithmetic`` (``grammars/arithmetic.lark``, left-recursive),
 ``large`` (``benchmarks/data/grammar_c_expr.lark``: a C-like language, 12 left-recursive
 operator levels, ``%ignore`` whitespace and ``//`` / ``/* */`` comments), and two cases of
-``grammars/sqlite.lark`` specialised to one database by ``structgen.sql.sql_grammar_text(schema,
+``grammars/sqlite.lark`` specialised to one database by ``structgen.frontends.sql.sql_grammar_text(schema,
 strict=False)`` (its ``TABLE_NAME`` / ``COLUMN_NAME`` terminals become the database's names,
 ``/.../i`` regexes): ``sql`` (defog's ``car_dealership``) and ``sql-spider`` (Spider's
 ``world_1``), 5 gold queries each. The SQL cases read the databases from ``../shared/data/sql``
@@ -163,7 +163,7 @@ class Case:
 
 def sql_case(name: str, database: str, samples: list[str]) -> Case:
     """``grammars/sqlite.lark`` specialised to ``database`` (a path under :data:`SQL_DATA`) by
-    ``structgen.sql.sql_grammar_text(read_schema(db), strict=False)``: its ``TABLE_NAME`` and
+    ``structgen.frontends.sql.sql_grammar_text(read_schema(db), strict=False)``: its ``TABLE_NAME`` and
     ``COLUMN_NAME`` terminals become the database's names (``/.../i`` regexes)."""
 
     def specialise(path: Path) -> str:
@@ -172,16 +172,16 @@ def sql_case(name: str, database: str, samples: list[str]) -> Case:
             raise SystemExit(f"grammar.py: case {name!r} needs the SQLite database {db} (the shared "
                              f"data folder, ../shared/data/sql next to the repository); it is missing. "
                              f"Leave the case out with --cases.")
-        from structgen.sql import read_schema, sql_grammar_text
+        from structgen.frontends.sql import read_schema, sql_grammar_text
 
         return sql_grammar_text(read_schema(db), path, strict=False)
 
-    return Case(name, ROOT / "grammars" / "sqlite.lark", samples, specialise, Path(database).stem)
+    return Case(name, ROOT / "structgen" / "grammars" / "sqlite.lark", samples, specialise, Path(database).stem)
 
 
 CASES = {c.name: c for c in (
-    Case("json", ROOT / "grammars" / "json.lark", JSON_SAMPLES),
-    Case("arithmetic", ROOT / "grammars" / "arithmetic.lark", ARITHMETIC_SAMPLES),
+    Case("json", ROOT / "structgen" / "grammars" / "json.lark", JSON_SAMPLES),
+    Case("arithmetic", ROOT / "structgen" / "grammars" / "arithmetic.lark", ARITHMETIC_SAMPLES),
     Case("large", DATA / "grammar_c_expr.lark", C_SAMPLES),
     sql_case("sql", "databases/car_dealership.sqlite", SQL_DEFOG_SAMPLES),
     sql_case("sql-spider", "spider_dev_schema_only/databases/world_1.sqlite", SQL_SPIDER_SAMPLES),

@@ -588,7 +588,7 @@ def engine_version(config: str) -> str:
     """The package version; structgen's also carries a digest of its source files."""
     if config == "structgen":
         from structgen import __version__
-        from structgen._cache import code_digest
+        from structgen.engine.disk_cache import code_digest
 
         return f"{__version__}+{code_digest()[:16]}"
     return importlib.metadata.version(CONFIGS[config].package)

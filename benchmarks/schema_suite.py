@@ -49,7 +49,7 @@ TOP_REASONS = 3
 
 
 def load_tokenizer(name: str) -> Any:
-    from structgen import models
+    from structgen.decoding import models
 
     return models.load_gemma_tokenizer() if name == "gemma" else models.load_default_tokenizer()
 
@@ -67,7 +67,7 @@ def _reasons(counter: Counter, top: int | None = None) -> str:
 
 def report(args: argparse.Namespace, tokenizer: Any, results: dict[str, ss.FileResult],
            wall_s: float) -> str:
-    from structgen.vocab import vocabulary_for
+    from structgen.engine.vocab import vocabulary_for
 
     vocab = vocabulary_for(tokenizer)
     in_c, in_t = ss.compile_rate(results)
@@ -170,7 +170,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
-    from structgen.vocab import vocabulary_for
+    from structgen.engine.vocab import vocabulary_for
 
     vocabulary_for(tokenizer)  # built before the clock starts
     start = time.perf_counter()

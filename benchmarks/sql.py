@@ -52,7 +52,7 @@ def chosen(per_db: int, spider_per_db: int) -> list[tuple[str, Pair]]:
 
 
 def rows_of(database: Path, sql: str) -> list[tuple] | None:
-    from structgen.sql import ReadOnly
+    from structgen.frontends.sql import ReadOnly
 
     with ReadOnly(database) as con:
         try:
@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     import json
 
     import structgen
-    from structgen.sql import read_schema
-    from structgen.text_to_sql import sql_prompt
+    from structgen.frontends.sql import read_schema
+    from structgen.tasks.sql import sql_prompt
 
     alternatives = {}
     from sql_data import SETS

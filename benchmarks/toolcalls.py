@@ -5,7 +5,7 @@ Cases: the first ``--per-category`` of each BFCL v4 category file in
 ``parallel``, ``parallel_multiple`` with ``tool_choice="required"`` (parallel calls allowed) and
 ``irrelevance`` with ``tool_choice="auto"`` (the right answer is no call). For each,
 :meth:`structgen.Generator.tool_calls` (greedy, drafts on) and, as the baseline in the same run,
-the same model on the same prompt text (:func:`structgen.tool_chat.tool_prompt`), greedy
+the same model on the same prompt text (:func:`structgen.tasks.tool_calls.tool_prompt`), greedy
 ``model.generate`` up to end-of-sequence, parsed leniently: the JSON after ``<tool_call>`` (else
 the first ``[`` or ``{`` of the answer), a list of ``{"name", "arguments"}`` objects or one.
 
@@ -163,7 +163,7 @@ def judge(calls: list[tuple[str, dict]] | None, case: dict, complete: bool = Tru
 
 def run_structgen(gen, case: dict, choice: str, max_new_tokens: int) -> dict:
     import structgen
-    from structgen.tool_calls import FORMATS, parse_calls
+    from structgen.frontends.tool_calls import FORMATS, parse_calls
 
     t = time.perf_counter()
     try:
@@ -191,8 +191,8 @@ def run_structgen(gen, case: dict, choice: str, max_new_tokens: int) -> dict:
 
 
 def run_baseline(gen, case: dict, max_new_tokens: int) -> dict:
-    from structgen.tool_calls import read_tools
-    from structgen.tool_chat import tool_prompt
+    from structgen.frontends.tool_calls import read_tools
+    from structgen.tasks.tool_calls import tool_prompt
 
     prompt = tool_prompt(gen.tokenizer, read_tools(case["tools"]), case["messages"])[0]
     t = time.perf_counter()

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 import structgen
-from structgen.sql import ReadOnly
+from structgen.frontends.sql import ReadOnly
 
 SHOP = Path(__file__).resolve().parent / "data" / "shop.sqlite"
 

@@ -14,7 +14,7 @@ import torch
 
 import structgen
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
+GRAMMARS = Path(__file__).resolve().parent.parent / "structgen" / "grammars"
 
 QUERY = r'''
 start: "SELECT " cols " FROM people" (" WHERE " cond)? ";"

@@ -27,7 +27,7 @@ QUESTIONS = [
 def main() -> None:
     torch.set_num_threads(2)
     gen = structgen.Generator()
-    print(structgen.sql.read_schema(SHOP).ddl, "\n")
+    print(structgen.frontends.sql.read_schema(SHOP).ddl, "\n")
     for question in QUESTIONS:
         print(question)
         try:

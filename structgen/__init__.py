@@ -3,14 +3,14 @@
 Example
 -------
 >>> import structgen
->>> from structgen.vocab import Vocabulary
+>>> from structgen.engine.vocab import Vocabulary
 >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
 >>> m = structgen.compile_json_schema({"type": "boolean"}, vocab).matcher()
 >>> m.advance(ord("f")), m.forced_text()
 (True, 'alse')
 """
 
-from .compiler import (CompiledGrammar, Compiler, compile_grammar, compile_json_schema, compile_regex,
+from structgen.engine.compiler import (CompiledGrammar, Compiler, compile_grammar, compile_json_schema, compile_regex,
                        prepare_vocabulary)
 from .errors import (
     CompileError,
@@ -21,16 +21,16 @@ from .errors import (
     StructgenError,
     UnsupportedFeatureError,
 )
-from .decoding import GenerationStats
-from .generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex,
+from structgen.decoding.loop import GenerationStats
+from structgen.api.generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex,
                         generate_sql, generate_tool_calls)
-from .ir import Grammar
-from .matcher import Matcher
-from .sql import CompiledSql, SqlError, compile_sql
-from .text_to_sql import SqlAttempt, SqlGenerationError, SqlResult
-from .tool_calls import FORMATS as TOOL_FORMATS, ToolFormat, ToolSpecError
-from .tool_chat import MessagesError, ToolCallResult
-from .vocab import Vocabulary
+from structgen.core.ir import Grammar
+from structgen.engine.matcher import Matcher
+from structgen.frontends.sql import CompiledSql, SqlError, compile_sql
+from structgen.tasks.sql import SqlAttempt, SqlGenerationError, SqlResult
+from structgen.frontends.tool_calls import FORMATS as TOOL_FORMATS, ToolFormat, ToolSpecError
+from structgen.tasks.tool_calls import MessagesError, ToolCallResult
+from structgen.engine.vocab import Vocabulary
 
 __version__ = "0.1.0"
 

@@ -24,7 +24,7 @@ os.environ.setdefault("STRUCTGEN_DISK_CACHE", "0")
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
     """The default model's tokenizer (SmolLM2, byte-level BPE, 49152 tokens)."""
-    from structgen.models import load_default_tokenizer
+    from structgen.decoding.models import load_default_tokenizer
 
     return load_default_tokenizer()
 
@@ -32,7 +32,7 @@ def smollm2_tokenizer():
 @pytest.fixture(scope="session")
 def gemma_tokenizer():
     """Gemma 3's tokenizer (SentencePiece-style, 262144 tokens, <0xNN> byte fallback)."""
-    from structgen.models import load_gemma_tokenizer
+    from structgen.decoding.models import load_gemma_tokenizer
 
     return load_gemma_tokenizer()
 
@@ -40,7 +40,7 @@ def gemma_tokenizer():
 @pytest.fixture(scope="session")
 def smollm2_model():
     """``(model, tokenizer)`` for the default model, float32, eval mode. Mark users ``slow``."""
-    from structgen.models import load_default_model
+    from structgen.decoding.models import load_default_model
 
     return load_default_model()
 
@@ -63,4 +63,4 @@ def generator(smollm2_model):
     model, tokenizer = smollm2_model
     # The default cost curve, not one measured now: measured on a loaded 2-core CI runner, a
     # wide pass can look too dear for any draft, and the drafting tests would test nothing.
-    return structgen.Generator(model, tokenizer, pass_costs=structgen.decoding.PassCosts())
+    return structgen.Generator(model, tokenizer, pass_costs=structgen.decoding.loop.PassCosts())

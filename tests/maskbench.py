@@ -146,7 +146,7 @@ def _candidates(max_chars: int, max_schema_size: int) -> dict[str, tuple[tuple[i
 
 @functools.cache
 def _byte_vocab():
-    from structgen.vocab import Vocabulary
+    from structgen.engine.vocab import Vocabulary
 
     return Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
 

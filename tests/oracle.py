@@ -1,7 +1,7 @@
 """Brute-force oracles for the matcher: every vocabulary token walked byte by byte.
 
 These deliberately ignore the token index, the memoized state facts and the crossing
-remainders that :mod:`structgen.masks` builds, and only use the byte-level step of the stack
+remainders that :mod:`structgen.engine.masks` builds, and only use the byte-level step of the stack
 machine, so a disagreement points at the mask machinery.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from structgen.matcher import Matcher, _ENDED
-from structgen.pda import ACCEPT
+from structgen.engine.matcher import Matcher, _ENDED
+from structgen.engine.pda import ACCEPT
 
 
 def brute_force_allowed(m: Matcher) -> set[int]:

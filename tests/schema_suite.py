@@ -261,7 +261,7 @@ def _expected(file_name: str, test: dict[str, Any]) -> tuple[bool, bool]:
 def run_group(group: dict[str, Any], tokenizer: Any, *, file_name: str = "") -> GroupResult:
     """Compile one group's schema and walk each test instance (see the module docstring)."""
     import structgen
-    from structgen.vocab import vocabulary_for
+    from structgen.engine.vocab import vocabulary_for
 
     start = time.perf_counter()
     res = GroupResult(description=group["description"], outcome="compiled")

@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from structgen.sql import ReadOnly, _lex
+from structgen.frontends.sql import ReadOnly, _lex
 
 DATA_DIR = Path(os.environ.get("STRUCTGEN_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 SQL_DIR = DATA_DIR / "sql"

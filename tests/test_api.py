@@ -10,10 +10,10 @@ import pytest
 
 import structgen
 
-MODULES = ["structgen", "structgen.ir", "structgen.vocab", "structgen.automaton", "structgen.pda",
-           "structgen.masks", "structgen.matcher", "structgen.compiler", "structgen.json_schema",
-           "structgen.json_text", "structgen.regex", "structgen.regular", "structgen.numbers",
-           "structgen.formats", "structgen.schema_merge", "structgen.sql", "structgen.text_to_sql"]
+MODULES = ["structgen", "structgen.core.ir", "structgen.engine.vocab", "structgen.core.automaton", "structgen.engine.pda",
+           "structgen.engine.masks", "structgen.engine.matcher", "structgen.engine.compiler", "structgen.frontends.json_schema.translate",
+           "structgen.frontends.json_text", "structgen.frontends.regex.ecma", "structgen.core.regular", "structgen.frontends.json_schema.numbers",
+           "structgen.frontends.json_schema.formats", "structgen.frontends.json_schema.merge", "structgen.frontends.sql", "structgen.tasks.sql"]
 
 
 def test_all_lists_every_public_name():
@@ -36,7 +36,7 @@ def test_compiling_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys, structgen; from structgen.vocab import Vocabulary; "
+    code = ("import sys, structgen; from structgen.engine.vocab import Vocabulary; "
             "v = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256]); "
             "m = structgen.compile_json_schema({'type': 'string'}, v).matcher(); m.mask_words(); "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")

@@ -14,11 +14,11 @@ import pytest
 from oracle import brute_force_allowed, check_walk, mask_ids
 
 import structgen
-from structgen.automaton import build_automaton
+from structgen.core.automaton import build_automaton
 from structgen.errors import CompileError
-from structgen.ir import Counted, Grammar, Lit, Ref, alt, seq
-from structgen.json_schema import schema_to_grammar
-from structgen.vocab import Vocabulary
+from structgen.core.ir import Counted, Grammar, Lit, Ref, alt, seq
+from structgen.frontends.json_schema.translate import schema_to_grammar
+from structgen.engine.vocab import Vocabulary
 
 PIECES = sorted({bytes([b]) for b in range(256)} | {
     b",1", b",1,1", b",1,1,1", b",1,1,1,1", b"1,", b"1,1", b"1]", b",1]", b"[1", b"[1,1", b"[]", b"]]",

@@ -17,8 +17,8 @@ import jsonschema
 import pytest
 
 import structgen
-from structgen.pda import ACCEPT
-from structgen.vocab import Vocabulary
+from structgen.engine.pda import ACCEPT
+from structgen.engine.vocab import Vocabulary
 
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
 KEYS = ["a", "b", "x1", "x2", "zz"]

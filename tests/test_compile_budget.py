@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import structgen
-from structgen.budget import BudgetExceededError, DEFAULT_COMPILE_BUDGET
-from structgen.vocab import Vocabulary
+from structgen.core.budget import BudgetExceededError, DEFAULT_COMPILE_BUDGET
+from structgen.engine.vocab import Vocabulary
 
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 import structgen
-import structgen.json_schema
-from structgen import compiler as compiler_mod
-from structgen.compiler import Compiler, compile_json_schema
-from structgen.vocab import Vocabulary, vocabulary_for
+import structgen.frontends.json_schema.translate
+from structgen.engine import compiler as compiler_mod
+from structgen.engine.compiler import Compiler, compile_json_schema
+from structgen.engine.vocab import Vocabulary, vocabulary_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,19 +64,19 @@ def forbid_compiling(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("compiled although the disk cache holds the entry")
 
-    monkeypatch.setattr(structgen.json_schema, "translate_schema", refuse)
+    monkeypatch.setattr(structgen.frontends.json_schema.translate, "translate_schema", refuse)
     monkeypatch.setattr(compiler_mod, "build_automaton", refuse)
 
 
 def count_translations(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = structgen.json_schema.translate_schema
+    real = structgen.frontends.json_schema.translate.translate_schema
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(structgen.json_schema, "translate_schema", counting)
+    monkeypatch.setattr(structgen.frontends.json_schema.translate, "translate_schema", counting)
     return calls
 
 
@@ -263,8 +263,8 @@ def test_an_unwritable_cache_costs_nothing_but_speed(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ concurrency
 
 def test_concurrent_processes_leave_a_valid_entry(cache, monkeypatch):
-    code = ("import json, sys; from structgen.compiler import Compiler; "
-            "from structgen.vocab import Vocabulary; "
+    code = ("import json, sys; from structgen.engine.compiler import Compiler; "
+            "from structgen.engine.vocab import Vocabulary; "
             "v = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256]); "
             "[Compiler(v).json_schema(json.loads(sys.argv[1])) for _ in range(3)]")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import structgen
-from structgen.decoding import forced_draft
-from structgen.vocab import vocabulary_for
+from structgen.decoding.loop import forced_draft
+from structgen.engine.vocab import vocabulary_for
 
 SCHEMA = {"type": "object",
           "properties": {"name": {"type": "string"}, "kind": {"enum": ["alpha", "beta"]}},

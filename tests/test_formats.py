@@ -1,4 +1,4 @@
-"""Evidence for :mod:`structgen.formats`: each ``format`` pattern against the JSON-Schema-Test-Suite,
+"""Evidence for :mod:`structgen.frontends.json_schema.formats`: each ``format`` pattern against the JSON-Schema-Test-Suite,
 python-jsonschema's FormatChecker (with the ``format-nongpl`` extras), independent reference
 checkers written here in plain code, and an ECMA-262 engine (node, when installed).
 
@@ -27,8 +27,8 @@ import rfc3986_validator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import structgen.formats
-from structgen.formats import FORMAT_NOTES, FORMAT_PATTERNS
+import structgen.frontends.json_schema.formats
+from structgen.frontends.json_schema.formats import FORMAT_NOTES, FORMAT_PATTERNS
 
 try:  # Python 3.11+
     from re import _constants as sre_c, _parser as sre_parse
@@ -429,7 +429,7 @@ def test_notes_cover_every_format():
 
 
 def test_docstring_examples_run():
-    assert doctest.testmod(structgen.formats).failed == 0
+    assert doctest.testmod(structgen.frontends.json_schema.formats).failed == 0
 
 
 def test_checker_knows_every_format():

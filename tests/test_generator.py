@@ -8,7 +8,7 @@ import pytest
 
 import structgen
 from structgen import IncompleteGenerationError, SchemaError, UnsupportedFeatureError
-from structgen.decoding import PassCosts, _no_speculation_reason
+from structgen.decoding.loop import PassCosts, _no_speculation_reason
 
 PERSON = {"type": "object",
           "properties": {"name": {"type": "string", "maxLength": 30}, "age": {"type": "integer"}},
@@ -88,7 +88,7 @@ def test_lenient_generation_reports_what_it_relaxed(generator):
 def test_generator_without_the_default_model_says_how_to_install(monkeypatch):
     import importlib.util
 
-    import structgen.models as models
+    import structgen.decoding.models as models
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -121,7 +121,7 @@ def test_draft_length_follows_the_pass_cost_curve():
 
 
 def test_draft_ends_the_model_keeps_refusing_are_dropped():
-    from structgen.decoding import DraftEnds
+    from structgen.decoding.loop import DraftEnds
 
     ends = DraftEnds(min_seen=3, max_refused=0.5)
     assert ends.trim([5, 7]) == [5, 7]

@@ -19,10 +19,10 @@ from hypothesis.extra.lark import from_lark
 
 import structgen
 from structgen import GrammarError
-from structgen.vocab import Vocabulary
+from structgen.engine.vocab import Vocabulary
 
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
+GRAMMARS = Path(__file__).resolve().parent.parent / "structgen" / "grammars"
 
 
 def accepts(compiled, text: str) -> bool:
@@ -149,7 +149,7 @@ def test_grammar_sources(tmp_path):
 
 
 def test_ir_grammar_with_left_recursion():
-    from structgen.ir import ByteClass, Grammar, Lit, Ref, alt, seq
+    from structgen.core.ir import ByteClass, Grammar, Lit, Ref, alt, seq
     g = Grammar.of("e", e=alt(seq(Ref("e"), Lit(b"+"), Ref("n")), Ref("n")), n=ByteClass.of("0-9"))
     compiled = structgen.compile_grammar(g, BYTES)
     assert accepts(compiled, "1+2+3") and not accepts(compiled, "1++2")

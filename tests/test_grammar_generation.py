@@ -17,7 +17,7 @@ import torch
 import structgen
 from structgen import IncompleteGenerationError
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
+GRAMMARS = Path(__file__).resolve().parent.parent / "structgen" / "grammars"
 NEAR_TIE = 1e-4  # as in tests/test_decoding.py: a logit gap this small may flip under batching
 
 SQL = r'''

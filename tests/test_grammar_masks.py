@@ -15,7 +15,7 @@ import pytest
 import structgen
 from oracle import check_walk
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
+GRAMMARS = Path(__file__).resolve().parent.parent / "structgen" / "grammars"
 
 SQLISH = r'''
 start: "select"i cols "from"i NAME ("where"i cond)? ";"?

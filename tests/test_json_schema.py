@@ -8,7 +8,7 @@ import pytest
 
 import structgen
 from structgen import SchemaError, UnsupportedFeatureError
-from structgen.vocab import Vocabulary
+from structgen.engine.vocab import Vocabulary
 
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
 
@@ -625,7 +625,7 @@ def test_merged_alternatives_leave_no_dangling_rules():
               "anyOf": [{"type": "object", "properties": {"k": {"$ref": "#/$defs/e"}}, "required": ["k"]},
                         {"type": "array", "items": {"$ref": "#/$defs/e"}}]}
     assert accepts(schema, "[]") and not accepts(schema, '["ab"]') and not accepts(schema, '{"k": "ab"}')
-    g = structgen.json_schema.schema_to_grammar(schema)
+    g = structgen.frontends.json_schema.translate.schema_to_grammar(schema)
     assert not [name for name, _ in g.rules if name.startswith("s_defs_e")]
 
 

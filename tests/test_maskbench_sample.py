@@ -21,7 +21,7 @@ import json
 import pytest
 
 import structgen
-from structgen.vocab import vocabulary_for
+from structgen.engine.vocab import vocabulary_for
 
 import maskbench as mb
 

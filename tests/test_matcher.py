@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import structgen
-from structgen.vocab import Vocabulary
+from structgen.engine.vocab import Vocabulary
 
 # A small multi-byte vocabulary: single bytes plus tokens crossing rule boundaries.
 PIECES = [bytes([b]) for b in range(256)] + [b'{"', b'":', b'","', b'"}', b"true", b"name", b'":"']

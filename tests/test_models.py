@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from structgen import _cache, models
+from structgen.engine import disk_cache as _cache
+from structgen.decoding import models
 
 JSON_TEXT = json.dumps(
     {"name": "Zoë", "age": 42, "tags": ["a b", "ünïcødé", "😀"], "ok": True, "x": None},
@@ -32,7 +33,7 @@ def test_import_models_does_not_import_torch_or_transformers():
         import sys
         import structgen
         before = set(sys.modules)
-        import structgen.models
+        import structgen.decoding.models
         heavy = sorted(m for m in set(sys.modules) - before
                        if m.split(".")[0] in ("torch", "transformers", "tokenizers"))
         assert not heavy, heavy
@@ -271,7 +272,7 @@ def test_cold_then_warm_tokenizer_load_offline(tmp_path):
     code = textwrap.dedent(
         """
         import json, time
-        from structgen.models import load_default_tokenizer
+        from structgen.decoding.models import load_default_tokenizer
         t = time.perf_counter()
         tok = load_default_tokenizer()
         print(json.dumps({"s": time.perf_counter() - t, "src": tok.name_or_path, "n": len(tok)}))

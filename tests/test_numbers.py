@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structgen import SchemaError, UnsupportedFeatureError
-from structgen.numbers import number_ir
-from structgen.regular import intersect, matches, to_fsm
-from structgen.ir import ByteClass, Repeat, seq, Lit
+from structgen.frontends.json_schema.numbers import number_ir
+from structgen.core.regular import intersect, matches, to_fsm
+from structgen.core.ir import ByteClass, Repeat, seq, Lit
 
 JSON_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 

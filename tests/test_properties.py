@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import structgen
-from structgen.vocab import vocabulary_for
+from structgen.engine.vocab import vocabulary_for
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-10**12, 10**12)

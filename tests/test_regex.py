@@ -16,15 +16,15 @@ import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-import structgen.automaton as automaton_mod
-import structgen.regex as regex_mod
-from structgen.automaton import MAX_UNROLL, build_automaton
+import structgen.core.automaton as automaton_mod
+import structgen.frontends.regex.ecma as regex_mod
+from structgen.core.automaton import MAX_UNROLL, build_automaton
 from structgen.errors import SchemaError, UnsupportedFeatureError
-from structgen.ir import Alt, ByteClass, Grammar, Lit, Repeat, Seq, seq
-from structgen.json_text import JSON_CHAR, char_encodings
-from structgen.pda import ACCEPT, StackMachine
-from structgen.regex import char_set_ir, pattern_to_ir
-from structgen.regular import matches
+from structgen.core.ir import Alt, ByteClass, Grammar, Lit, Repeat, Seq, seq
+from structgen.frontends.json_text import JSON_CHAR, char_encodings
+from structgen.engine.pda import ACCEPT, StackMachine
+from structgen.frontends.regex.ecma import char_set_ir, pattern_to_ir
+from structgen.core.regular import matches
 
 
 @functools.lru_cache(maxsize=None)
@@ -612,8 +612,8 @@ def test_random_patterns_agree_with_re(pair, texts, data):
 
 def test_an_escaped_underscore_is_an_underscore():
     # ECMA-262 without the u flag and Python's re both read "\_" as "_" (seen in real schemas).
-    from structgen.regex import pattern_to_ir
-    from structgen.regular import matcher
+    from structgen.frontends.regex.ecma import pattern_to_ir
+    from structgen.core.regular import matcher
 
     ok = matcher(pattern_to_ir(r"^[\w\.\_]+$", canonical=True))
     assert ok(b"a_b.c") and not ok(b"a b")

@@ -1,4 +1,4 @@
-"""Tests for structgen.sampling: the target distribution and lossless point-mass draft verification.
+"""Tests for structgen.decoding.sampling: the target distribution and lossless point-mass draft verification.
 
 The statistical tests draw with fixed seeds, so they are deterministic; each compares the
 empirical distribution of the returned tokens with the exact probabilities by a chi-square
@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 import torch
 
-from structgen import sampling
-from structgen.sampling import greedy_token, sample_token, target_probs, verify_draft
+from structgen.decoding import sampling
+from structgen.decoding.sampling import greedy_token, sample_token, target_probs, verify_draft
 
 INF = float("inf")
 N_DRAWS = 20_000

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import structgen
-from structgen.sql import ReadOnly, SqlError, compile_sql, read_schema, sql_grammar_text
-from structgen.text_to_sql import locate
-from structgen.vocab import Vocabulary
+from structgen.frontends.sql import ReadOnly, SqlError, compile_sql, read_schema, sql_grammar_text
+from structgen.tasks.sql import locate
+from structgen.engine.vocab import Vocabulary
 
 from sql_data import mutant, pairs
 
@@ -205,7 +205,7 @@ def test_spaces_only_variant(shop_bytes):
     ("SELECT x FROM u", [("u", 14)]),
 ])
 def test_name_check(sql, expected):
-    from structgen.sql import undeclared_names
+    from structgen.frontends.sql import undeclared_names
 
     assert undeclared_names(sql, {"t": frozenset({"x"})}) == expected
 
@@ -219,7 +219,7 @@ def test_locate():
 
 
 def test_backtracking_bans_the_name_and_starts_again_when_nothing_is_left(shop_bytes):
-    from structgen.text_to_sql import _backtrack, resume_point
+    from structgen.tasks.sql import _backtrack, resume_point
 
     loose, _ = shop_bytes
     sql = "SELECT nme FROM customers"
@@ -273,7 +273,7 @@ def test_schema_and_errors(tmp_path):
     with pytest.raises(SqlError, match="has no tables"):
         compile_sql(tmp_path / "empty.sqlite", BYTES)
     with pytest.raises(SqlError, match="does not end with the name terminals"):
-        sql_grammar_text(schema, Path(__file__).resolve().parents[1] / "grammars" / "json.lark")
+        sql_grammar_text(schema, Path(__file__).resolve().parents[1] / "structgen" / "grammars" / "json.lark")
 
 
 def test_names_that_need_quotes(tmp_path):

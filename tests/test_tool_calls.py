@@ -16,10 +16,10 @@ import jsonschema
 import pytest
 
 import structgen
-from structgen.tool_calls import (FORMATS, ToolSpecError, call_text, parse_calls, read_tool_choice, read_tools,
+from structgen.frontends.tool_calls import (FORMATS, ToolSpecError, call_text, parse_calls, read_tool_choice, read_tools,
                                   tool_call_grammar)
-from structgen.tool_chat import MessagesError, template_format, tool_prompt
-from structgen.vocab import Vocabulary
+from structgen.tasks.tool_calls import MessagesError, template_format, tool_prompt
+from structgen.engine.vocab import Vocabulary
 
 from toolcall_data import CALL_CATEGORIES, canonical, cases, undeclared_keys
 
@@ -396,7 +396,7 @@ def test_real_templates_on_the_default_model(generator, smollm2_tokenizer, templ
 
 
 def test_generate_tool_calls_returns_the_message(generator, monkeypatch):
-    monkeypatch.setattr(structgen.generator, "_DEFAULT", generator)
+    monkeypatch.setattr(structgen.api.generator, "_DEFAULT", generator)
     message = structgen.generate_tool_calls([ADD], [{"role": "user", "content": "2+2?"}], tool_choice="required",
                                             max_new_tokens=48)
     assert [c["function"]["name"] for c in check_message(message, [ADD])] == ["add"]

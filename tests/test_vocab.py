@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from structgen.vocab import TokenIndex, Vocabulary, prefix_range_end, vocabulary_for
+from structgen.engine.vocab import TokenIndex, Vocabulary, prefix_range_end, vocabulary_for
 
 TEXTS = ['{"name": "Ada Lovelace", "age": 36}', "naïve café — 東京 😀", "tabs\tand\nnewlines  ",
          '{"a":[1,2.5e-3,null,true]}', "\u00e9\\u00e9 \U000f0000"]

@@ -1,0 +1,452 @@
+"""The user-facing API: a reusable :class:`Generator` and :func:`generate_json`.
+
+A ``Generator`` owns a model, its tokenizer, their vocabulary and a compile cache; ``json()``
+compiles the schema (strict objects, compact whitespace by default, so a small model stays on
+the rails and the output still validates), builds the prompt through the chat template, decodes
+with forced-text drafts (:mod:`structgen.decoding.loop`) and parses the result.
+
+Example
+-------
+>>> import structgen                                                          # doctest: +SKIP
+>>> schema = {"type": "object", "properties": {"name": {"type": "string"}},
+...           "required": ["name"], "additionalProperties": False}        # doctest: +SKIP
+>>> structgen.generate_json(schema, "Extract the person: Ada Lovelace, 36.")  # doctest: +SKIP
+{'name': 'Ada Lovelace'}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from structgen.engine.compiler import Compiler, parse_schema
+from structgen.decoding.loop import DraftEnds, GenerationStats, PassCosts, decode
+from structgen.errors import DecodingError
+from structgen.engine.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    import os
+    import sqlite3
+
+    from structgen.tasks.sql import SqlResult
+    from structgen.frontends.tool_calls import ToolFormat
+    from structgen.tasks.tool_calls import ToolCallResult
+
+__all__ = ["Generator", "JsonResult", "TextResult", "generate_json", "generate_grammar", "generate_regex",
+           "generate_sql", "generate_tool_calls"]
+
+Whitespace = Literal["compact", "flexible"]
+
+
+@dataclass
+class JsonResult:
+    """One generated JSON value.
+
+    ``value`` is the parsed JSON (an instance of the Pydantic model when one was given);
+    ``token_ids`` and ``text`` exclude the final end-of-sequence token; ``finish_reason`` is
+    ``"eos"`` (the model ended) or ``"grammar"`` (nothing else could follow).
+    """
+
+    value: Any
+    text: str
+    token_ids: list[int]
+    finish_reason: Literal["eos", "grammar"]
+    stats: GenerationStats
+    #: constraints left unchecked (lenient drops, custom formats); see CompiledGrammar.relaxed
+    relaxed: tuple = ()
+    #: with relaxed constraints the value may fail the schema: jsonschema's first error, if any
+    validation_error: str | None = None
+
+
+class Generator:
+    """A model, its tokenizer and a compile cache, ready to generate structured output.
+
+    Parameters
+    ----------
+    model, tokenizer
+        A transformers causal LM and its tokenizer; both ``None`` loads the embedded default,
+        SmolLM2-135M-Instruct (see :func:`structgen.decoding.models.load_default_model`).
+    device
+        Where to run the model (e.g. ``"cpu"``, ``"cuda"``); default: where it is.
+    pass_costs
+        The forward-pass cost curve that decides draft lengths; default: measured on first use.
+        Pass one to make draft decisions independent of the machine's load at that moment.
+
+    Example
+    -------
+    >>> gen = Generator()                                                # doctest: +SKIP
+    >>> r = gen.json({"enum": ["red", "green"]}, "Colour of grass?")     # doctest: +SKIP
+    >>> r.value, r.stats.forward_passes < r.stats.new_tokens + 1         # doctest: +SKIP
+    ('green', True)
+    """
+
+    def __init__(self, model: Any = None, tokenizer: Any = None, *, device: Any = None,
+                 pass_costs: PassCosts | None = None) -> None:
+        if model is None:
+            if tokenizer is not None:
+                raise ValueError("pass a model with the tokenizer, or neither for the default model")
+            from structgen.decoding.models import load_default_model
+
+            model, tokenizer = load_default_model()
+        elif tokenizer is None:
+            raise ValueError("a tokenizer is needed with the model")
+        if device is not None:
+            model = model.to(device)
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        embeddings = model.get_output_embeddings()
+        width = embeddings.weight.shape[0] if embeddings is not None else None
+        self.vocabulary = Vocabulary.from_tokenizer(
+            tokenizer, vocab_size=width, generation_config=getattr(model, "generation_config", None))
+        self.compiler = Compiler(self.vocabulary)
+        self._costs = pass_costs  # None: measured on first use
+        self._draft_ends = DraftEnds()  # learned per model: which draft ends it tends to refuse
+
+    @property
+    def pass_costs(self) -> PassCosts:
+        """Relative cost of a forward pass by number of new positions, measured on first use."""
+        if self._costs is None:
+            self._costs = PassCosts.measure(self.model)
+        return self._costs
+
+    def prompt_ids(self, schema: Any, prompt: str, *, include_schema: bool = True, raw: bool = False) -> list[int]:
+        """The token ids fed to the model: the chat template (when the tokenizer has one) around
+        the prompt, with the schema shown in the message unless ``include_schema=False``;
+        ``raw=True`` encodes the prompt as it is."""
+        if raw:
+            return list(self.tokenizer.encode(prompt, add_special_tokens=False))
+        schema = _as_schema(schema)[0]
+        content = prompt
+        if include_schema:
+            content += ("\n\nAnswer with only a JSON value that follows this JSON schema:\n"
+                        + json.dumps(schema, ensure_ascii=False))
+        return self._chat_ids(content)
+
+    def _chat_ids(self, content: str) -> list[int]:
+        """``content`` as the user's turn of the chat template (plain text without one)."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            return list(self.tokenizer.encode(content, add_special_tokens=True))
+        encoded = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
+                                                     add_generation_prompt=True, tokenize=True)
+        ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
+        return list(ids)
+
+    def json(self, schema: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
+             top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
+             whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
+             raw: bool = False, lenient: bool = False) -> JsonResult:
+        """Generate one JSON value that validates against ``schema``.
+
+        Parameters
+        ----------
+        schema
+            A JSON schema (dict or JSON text) or a Pydantic model class.
+        prompt
+            The user's request; see :meth:`prompt_ids` for how it reaches the model.
+        max_new_tokens
+            Token budget; running out raises :class:`~structgen.IncompleteGenerationError`.
+        temperature, top_p, top_k, seed
+            ``temperature=0`` is greedy; otherwise sampling from the masked distribution.
+        speculate
+            Draft the text the grammar forces (default). ``False`` decodes one pass per token,
+            the reference that drafting reproduces token for token.
+        whitespace, strict, lenient
+            Grammar options (compact whitespace and closed objects by default; values are
+            spelled canonically); see :func:`~structgen.compile_json_schema`. Under
+            ``lenient=True`` the result lists what was relaxed and whether the value still
+            validates.
+
+        Raises
+        ------
+        SchemaError, UnsupportedFeatureError
+            The schema is invalid, or uses a keyword structgen cannot honour.
+        IncompleteGenerationError
+            The budget ran out; ``partial_text``, ``token_ids`` and ``stats`` are kept.
+        """
+        plain, model_class = _as_schema(schema)
+        compiled = self.compiler.json_schema(plain, whitespace=whitespace, strict=strict,
+                                             canonical=True, lenient=lenient)
+        ids = self.prompt_ids(plain, prompt, include_schema=include_schema, raw=raw)
+        tokens, finish, stats = decode(
+            self.model, self.tokenizer, self.vocabulary, compiled.matcher(), ids,
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+            seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None,
+            draft_ends=self._draft_ends)
+        # The grammar works on the tokens' bytes: decode those, not the tokenizer's text view,
+        # which may strip or add spaces around SentencePiece pieces.
+        text = self.vocabulary.token_bytes(tokens).decode("utf-8")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DecodingError(f"internal error: the output is not JSON ({err}): {text!r}") from err
+        error = _validation_error(plain, value)
+        if error is not None and not compiled.relaxed:
+            raise DecodingError(f"internal error: the output does not validate ({error}): {text!r}")
+        if model_class is not None and error is None:
+            value = model_class.model_validate(value)
+        return JsonResult(value, text, tokens, finish, stats, compiled.relaxed, error)
+
+
+    def grammar(self, grammar: Any, prompt: str, *, start: str = "start", **options: Any) -> "TextResult":
+        """Generate text in the language of a Lark-style grammar (text, path or IR).
+
+        Options are those of :meth:`text`. See :func:`structgen.compile_grammar` for the format.
+
+        Example
+        -------
+        >>> gen.grammar('start: NAME " = " NUM\\nNAME: /[a-z]+/\\nNUM: /[0-9]+/',
+        ...             "Assign 3 to x.").text                             # doctest: +SKIP
+        'x = 3'
+        """
+        return self.text(self.compiler.grammar_file(grammar, start=start), prompt, **options)
+
+    def regex(self, pattern: str, prompt: str, *, ignore_case: bool = False, dotall: bool = False,
+              **options: Any) -> "TextResult":
+        """Generate text that matches ``pattern`` whole (Python ``re`` dialect); options as :meth:`text`.
+
+        Example
+        -------
+        >>> gen.regex(r"(yes|no)", "Is water wet? Answer yes or no.").text   # doctest: +SKIP
+        'yes'
+        """
+        return self.text(self.compiler.regex(pattern, ignore_case=ignore_case, dotall=dotall), prompt,
+                         **options)
+
+    def text(self, compiled: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
+             top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
+             raw: bool = False) -> "TextResult":
+        """Generate text under a compiled grammar (:class:`~structgen.CompiledGrammar`).
+
+        ``prompt`` is the user's turn of the chat template (``raw=True``: encoded as it is).
+        The other options are those of :meth:`json`. Decoding ends when the model ends it where
+        the grammar may end, or when the grammar allows nothing more.
+
+        Raises
+        ------
+        IncompleteGenerationError
+            The budget ran out before the text was complete; the partial output is kept.
+        """
+        ids = list(self.tokenizer.encode(prompt, add_special_tokens=False)) if raw else self._chat_ids(prompt)
+        tokens, finish, stats = decode(
+            self.model, self.tokenizer, self.vocabulary, compiled.matcher(), ids,
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+            seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None,
+            draft_ends=self._draft_ends)
+        text = self.vocabulary.token_bytes(tokens).decode("utf-8", errors="strict")
+        return TextResult(text, tokens, finish, stats)
+
+    def sql(self, question: str, database: "str | os.PathLike[str] | sqlite3.Connection", *,
+            execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256, max_rows: int = 1000,
+            time_limit: float = 10.0, temperature: float = 0.0, retry_temperature: float = 0.8,
+            seed: int | None = None, speculate: bool = True, strict: bool = True) -> "SqlResult":
+        """Write a SQLite query that answers ``question`` on ``database``, and check that it runs.
+
+        The model sees the schema (DDL) and the question; decoding follows the SQL grammar
+        specialised to the database (:func:`structgen.compile_sql`, ``strict=True`` by default:
+        only real tables and columns). The complete query must declare the names it makes up
+        and pass a read-only ``EXPLAIN`` (with ``execute=True`` it also runs, returning at most
+        ``max_rows`` rows, each statement stopped after ``time_limit`` seconds). On an error
+        that names an identifier, decoding goes back to it and bans the token chosen there;
+        otherwise it samples again at ``retry_temperature``. At most ``max_retries`` retries.
+
+        ``database`` is a path or a ``sqlite3.Connection``; it is only read
+        (:class:`structgen.frontends.sql.ReadOnly`). The other options are those of :meth:`json`.
+
+        Raises
+        ------
+        SqlError
+            The database cannot be read.
+        SqlGenerationError
+            No query passed within the retries; ``attempts`` keeps each query and its error.
+
+        Example
+        -------
+        >>> r = gen.sql("How many singers are there?", "concert_singer.sqlite", execute=True)  # doctest: +SKIP
+        >>> r.sql, r.rows, r.retries, r.first_try                                   # doctest: +SKIP
+        ('SELECT count(*) FROM singer', [(6,)], 0, True)
+        """
+        from structgen.tasks.sql import generate_sql_with
+
+        return generate_sql_with(self, question, database, execute=execute, max_retries=max_retries,
+                                 max_new_tokens=max_new_tokens, max_rows=max_rows, time_limit=time_limit,
+                                 temperature=temperature, retry_temperature=retry_temperature, seed=seed,
+                                 speculate=speculate, strict=strict)
+
+    def tool_calls(self, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
+                   tool_choice: Any = "auto", parallel_tool_calls: bool = True,
+                   format: "str | ToolFormat | None" = None, strict: bool = True, max_new_tokens: int = 256,
+                   temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                   speculate: bool = True, stop_repeated_calls: bool = True) -> "ToolCallResult":
+        """The assistant's next turn: text, tool calls, or both, with arguments that validate.
+
+        Parameters
+        ----------
+        tools
+            OpenAI chat-completions tools: ``{"type": "function", "function": {"name",
+            "description", "parameters"}}``; checked first (:class:`~structgen.ToolSpecError`,
+            naming the tool and the JSON pointer inside ``tools``).
+        messages
+            The conversation so far, OpenAI-style: ``system``/``user``/``assistant`` turns,
+            assistant turns with ``tool_calls``, and ``tool`` results (``tool_call_id``).
+        tool_choice
+            ``"auto"`` (default): text, or calls, or text then calls; the text is free until the
+            model opens a call and is never empty. ``"required"``: calls only, from the first
+            token. ``{"type": "function", "function": {"name": n}}``: calls of ``n`` only.
+            ``"none"``: text only.
+        parallel_tool_calls
+            One or more calls (default); ``False``: exactly one.
+        format
+            ``"hermes"``, ``"llama3"``, ``"json"`` or a :class:`~structgen.frontends.tool_calls.ToolFormat`;
+            default: the chat template's own format, else ``"json"`` (see
+            :mod:`structgen.tasks.tool_calls`).
+        strict
+            Objects in the arguments take only the keys they declare unless they say
+            ``additionalProperties`` (default, as OpenAI's strict mode; an object that declares
+            no keys stays free-form); ``False``: JSON Schema's open objects.
+        max_new_tokens, temperature, top_p, top_k, seed, speculate
+            As in :meth:`json`.
+        stop_repeated_calls
+            End the answer before a call identical to an earlier one (name and arguments), the
+            loop small models fall into when parallel calls are allowed (default); the result's
+            ``finish_reason`` is then ``"repeated_call"``. ``False``: keep whatever the model
+            writes (a loop runs until ``max_new_tokens``).
+
+        Returns
+        -------
+        ToolCallResult
+            ``message`` is the assistant message ``{"role": "assistant", "content": str | None,
+            "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]}``
+            (``arguments`` is JSON text that validates against the tool's parameters;
+            ``tool_calls`` is absent for a text answer).
+
+        Raises
+        ------
+        ToolSpecError, UnsupportedFeatureError, MessagesError
+            Bad tools, ``tool_choice`` or messages, before anything runs.
+        IncompleteGenerationError
+            The budget ran out; the partial output is kept.
+
+        Example
+        -------
+        >>> add = {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+        ...        "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}}
+        >>> r = gen.tool_calls([add], [{"role": "user", "content": "What is 2 plus 3?"}],
+        ...                    tool_choice="required")                                  # doctest: +SKIP
+        >>> r.message["tool_calls"][0]["function"]                                      # doctest: +SKIP
+        {'name': 'add', 'arguments': '{"a": 2, "b": 3}'}
+        """
+        from structgen.tasks.tool_calls import generate_tool_calls_with
+
+        return generate_tool_calls_with(self, tools, messages, tool_choice=tool_choice,
+                                        parallel_tool_calls=parallel_tool_calls, format=format, strict=strict,
+                                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                        top_k=top_k, seed=seed, speculate=speculate,
+                                        stop_repeated_calls=stop_repeated_calls)
+
+
+@dataclass
+class TextResult:
+    """Text generated under a grammar or a regex: ``text`` and ``token_ids`` exclude the final
+    end-of-sequence token; ``finish_reason`` as in :class:`JsonResult`."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: Literal["eos", "grammar"]
+    stats: GenerationStats
+
+
+def _as_schema(schema: Any) -> tuple[Any, Any]:
+    """(JSON schema, Pydantic model class or None)."""
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema(), schema
+    return parse_schema(schema), None
+
+
+def _validation_error(schema: Any, value: Any) -> str | None:
+    """jsonschema's first error for ``value`` (formats checked too), or ``None``."""
+    from jsonschema import validators
+
+    cls = validators.validator_for(schema if isinstance(schema, dict) else {})
+    error = next(iter(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)), None)
+    return None if error is None else error.message
+
+
+_DEFAULT: Generator | None = None
+
+
+def generate_json(schema: Any, prompt: str, **options: Any) -> Any:
+    """Generate a JSON value for ``prompt`` that validates against ``schema``, on the default model.
+
+    Options are those of :meth:`Generator.json`. The default model is loaded on first use and
+    kept for later calls.
+
+    Example
+    -------
+    >>> generate_json({"type": "integer"}, "How many legs has a spider?")   # doctest: +SKIP
+    8
+    """
+    return _default().json(schema, prompt, **options).value
+
+
+def _default() -> Generator:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Generator()
+    return _DEFAULT
+
+
+def generate_grammar(grammar: Any, prompt: str, **options: Any) -> str:
+    """Generate text in a grammar's language on the default model; options of :meth:`Generator.grammar`.
+
+    Example
+    -------
+    >>> generate_grammar("start: /[0-9]+/ (\\"+\\" /[0-9]+/)*", "Write a sum of two numbers.")  # doctest: +SKIP
+    '1+2'
+    """
+    return _default().grammar(grammar, prompt, **options).text
+
+
+def generate_regex(pattern: str, prompt: str, **options: Any) -> str:
+    """Generate text matching ``pattern`` on the default model; options of :meth:`Generator.regex`.
+
+    Example
+    -------
+    >>> generate_regex(r"[0-9]{3}-[0-9]{4}", "Make up a phone number.")   # doctest: +SKIP
+    '555-1234'
+    """
+    return _default().regex(pattern, prompt, **options).text
+
+
+def generate_sql(question: str, database: "str | os.PathLike[str] | sqlite3.Connection",
+                 **options: Any) -> "str | SqlResult":
+    """Write a SQLite query answering ``question`` on ``database``, on the default model.
+
+    Returns the query text; with ``execute=True`` the whole :class:`~structgen.SqlResult`
+    (``sql``, ``rows``, ``columns``, ``retries``). Options are those of :meth:`Generator.sql`.
+
+    Example
+    -------
+    >>> generate_sql("How many singers are there?", "concert_singer.sqlite")  # doctest: +SKIP
+    'SELECT count(*) FROM singer'
+    """
+    result = _default().sql(question, database, **options)
+    return result if options.get("execute") else result.sql
+
+
+def generate_tool_calls(tools: list[dict[str, Any]], messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    """The assistant's next message for ``messages`` with ``tools``, on the default model.
+
+    Returns the OpenAI-style assistant message (``content``, ``tool_calls``); options are those
+    of :meth:`Generator.tool_calls` (``tool_choice``, ``parallel_tool_calls``, ``format``, ...).
+
+    Example
+    -------
+    >>> weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    ...     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    >>> msg = generate_tool_calls([weather], [{"role": "user", "content": "Weather in Oslo?"}],
+    ...                           tool_choice="required")                      # doctest: +SKIP
+    >>> msg["tool_calls"][0]["function"]["arguments"]                        # doctest: +SKIP
+    '{"city": "Oslo"}'
+    """
+    return _default().tool_calls(tools, messages, **options).message

@@ -1,0 +1,548 @@
+"""Rule automata: each IR rule becomes a small byte-level DFA whose edges read bytes or call rules.
+
+A rule body is compiled (Thompson construction, then subset construction) into a DFA over the
+alphabet *bytes + calls*: a call edge ``(callee, return_state)`` means "run rule ``callee``,
+then continue at ``return_state``". The stack machine in :mod:`structgen.engine.pda` runs these
+calls on a stack, which is what makes recursion and shared sub-rules free.
+
+A :class:`~structgen.core.ir.Counted` rule compiles to the DFA of its *item* plus ``min``/``max``;
+its count lives beside the state at run time.
+
+This module also derives, once per grammar, the facts the mask builder needs:
+``nullable`` rules, left-recursion (rejected), the ``follow`` bytes of each rule (which bytes
+may come right after it returns) and a content fingerprint of each rule and everything it calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from structgen.core.budget import charge
+from structgen.errors import CompileError
+from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq
+
+__all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton"]
+
+#: Above this many unrolled copies a Repeat is rejected: use Counted for large bounds.
+MAX_UNROLL = 4096
+#: A rule whose DFA exceeds this many states is refused (subset construction can blow up, e.g.
+#: an unanchored ``a.{20}``) with a CompileError instead of exhausting time and memory.
+MAX_DFA_STATES = 100_000
+
+
+@dataclass
+class Guard:
+    """Excluded item sequences of a counted rule, as a trie over item spellings.
+
+    A guard state is ``(node, partial)``: the trie node of the items read so far and the bytes of
+    the item being read; ``None`` once the items left every excluded word (then it stays free).
+    """
+
+    children: list[dict[bytes, int]]
+    complete: list[bool]
+    prefixes: list[frozenset[bytes]]
+
+    @staticmethod
+    def build(words: "frozenset[tuple[frozenset[bytes], ...]]") -> "Guard":
+        children: list[dict[bytes, int]] = [{}]
+        complete = [False]
+        for word in sorted(words, key=lambda w: [sorted(p) for p in w]):
+            node = 0
+            for spellings in word:
+                # Spellings of one position share a child: they are the same character.
+                child = next((children[node][s] for s in spellings if s in children[node]), None)
+                if child is None:
+                    child = len(children)
+                    children.append({})
+                    complete.append(False)
+                for s in spellings:
+                    children[node][s] = child
+                node = child
+            complete[node] = True
+        prefixes = [frozenset(s[:k] for s in kids for k in range(len(s) + 1)) for kids in children]
+        return Guard(children, complete, prefixes)
+
+    def step(self, g: "tuple[int, bytes] | None", byte: int, item_done: bool) -> "tuple[int, bytes] | None":
+        if g is None:
+            return None
+        node, partial = g
+        partial += bytes((byte,))
+        if partial not in self.prefixes[node]:
+            return None
+        if item_done:
+            child = self.children[node].get(partial)
+            return None if child is None else (child, b"")
+        return (node, partial)
+
+    def blocks_end(self, g: "tuple[int, bytes] | None") -> bool:
+        return g is not None and not g[1] and self.complete[g[0]]
+
+
+@dataclass
+class RuleAutomaton:
+    """DFA of one rule. State 0 is the start state.
+
+    For ``counted`` rules the DFA is that of one item, ``min``/``max`` bound the count, and an
+    optional ``guard`` forbids ending on an excluded item sequence.
+    """
+
+    name: str
+    trans: list[dict[int, int]]
+    calls: list[tuple[tuple[int, int], ...]]
+    accept: list[bool]
+    counted: bool = False
+    min: int = 0
+    max: int | None = None
+    guard: Guard | None = None
+    item_digest: str = ""
+    item_calls: bool = False  # a counted item that calls other rules (an array element)
+    #: bytes that may not come right after the rule completes (a lexer's token end), or None
+    lookahead: frozenset[int] | None = None
+
+
+@dataclass
+class GrammarAutomaton:
+    rules: list[RuleAutomaton]
+    start: int
+    nullable: list[bool] = field(default_factory=list)
+    follow: list[frozenset[int]] = field(default_factory=list)
+    fingerprints: list[str] = field(default_factory=list)
+
+    def index(self, name: str) -> int:
+        return next(i for i, r in enumerate(self.rules) if r.name == name)
+
+
+# ---------------------------------------------------------------- Thompson NFA per rule
+
+class _NFA:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[frozenset[int], int]]] = []
+        self.calls: list[list[tuple[int, int]]] = []
+
+    def new(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        self.calls.append([])
+        return len(self.eps) - 1
+
+
+def _build(nfa: _NFA, e: Expr, names: dict[str, int], rule: str) -> tuple[int, int]:
+    """Add ``e`` to ``nfa``; return its (entry, exit) states."""
+    s = nfa.new()
+    if isinstance(e, Lit):
+        cur = s
+        for b in e.data:
+            nxt = nfa.new()
+            nfa.edges[cur].append((frozenset((b,)), nxt))
+            cur = nxt
+        return s, cur
+    if isinstance(e, ByteClass):
+        t = nfa.new()
+        nfa.edges[s].append((e.bytes(), t))
+        return s, t
+    if isinstance(e, Ref):
+        t = nfa.new()
+        nfa.calls[s].append((e.name, t))  # type: ignore[arg-type]  # resolved to an index later
+        return s, t
+    if isinstance(e, Seq):
+        cur = s
+        for item in e.items:
+            a, b = _build(nfa, item, names, rule)
+            nfa.eps[cur].append(a)
+            cur = b
+        return s, cur
+    if isinstance(e, Alt):
+        t = nfa.new()
+        for item in e.items:
+            a, b = _build(nfa, item, names, rule)
+            nfa.eps[s].append(a)
+            nfa.eps[b].append(t)
+        return s, t
+    if isinstance(e, Fsm):
+        states = [s] + [nfa.new() for _ in range(len(e.edges) - 1)]
+        end = nfa.new()
+        for q, edges in enumerate(e.edges):
+            for cls, t in edges:
+                nfa.edges[states[q]].append((cls.bytes(), states[t]))
+            if q in e.accept:
+                nfa.eps[states[q]].append(end)
+        return s, end
+    if isinstance(e, Repeat):
+        hi = e.max if e.max is not None else e.min
+        if hi > MAX_UNROLL:
+            raise CompileError(f"rule '{rule}': repeat bound {hi} is too large to unroll "
+                               f"(limit {MAX_UNROLL}); use a counted rule")
+        cur = s
+        for _ in range(e.min):
+            a, b = _build(nfa, e.item, names, rule)
+            nfa.eps[cur].append(a)
+            cur = b
+        if e.max is None:  # star loop
+            a, b = _build(nfa, e.item, names, rule)
+            nfa.eps[cur].append(a)
+            nfa.eps[b].append(cur)
+            return s, cur
+        end = nfa.new()
+        nfa.eps[cur].append(end)
+        for _ in range(e.max - e.min):
+            a, b = _build(nfa, e.item, names, rule)
+            nfa.eps[cur].append(a)
+            nfa.eps[b].append(end)
+            cur = b
+        return s, end
+    raise CompileError(f"rule '{rule}': unexpected IR node {type(e).__name__}")
+
+
+_REGULAR_DFAS: dict[Expr, RuleAutomaton] = {}
+
+
+def _regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
+    """DFA of a reference-free expression, cached per process (JSON characters recur a lot)."""
+    got = _REGULAR_DFAS.get(e)
+    if got is None:
+        sub = _NFA()
+        a, b = _build(sub, e, {}, rule)
+        got = _determinize(sub, a, b, rule)
+        if len(_REGULAR_DFAS) > 4096:
+            _REGULAR_DFAS.clear()
+        _REGULAR_DFAS[e] = got
+    return got
+
+
+def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
+    # A DFA state is the set of *important* NFA states (those that read a byte, call a rule or
+    # are final) in an epsilon closure: closures that differ only in pass-through states behave
+    # alike, so they share a DFA state, and the sets stay small.
+    important = [bool(nfa.edges[q] or nfa.calls[q]) for q in range(len(nfa.eps))]
+    important[final] = True
+
+    def close(states) -> frozenset[int]:
+        seen = set(states)
+        todo = list(states)
+        while todo:
+            for t in nfa.eps[todo.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return frozenset(q for q in seen if important[q])
+
+    first = close([start])
+    index = {first: 0}
+    order = [first]
+    reached: dict[frozenset[int], int] = {}  # target sets before closing, already placed
+    trans: list[dict[int, int]] = []
+    calls: list[tuple[tuple[int, int], ...]] = []
+    accept: list[bool] = []
+
+    def target(ts: frozenset[int]) -> int:
+        got = reached.get(ts)
+        if got is None:
+            key = close(ts)
+            got = index.get(key)
+            if got is None:
+                if len(order) >= MAX_DFA_STATES:
+                    raise CompileError(f"rule '{name}': its automaton exceeds {MAX_DFA_STATES} states")
+                got = index[key] = len(order)
+                order.append(key)
+            reached[ts] = got
+        return got
+
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        i += 1
+        by_byte: dict[int, set[int]] = {}
+        by_call: dict[int, set[int]] = {}
+        for q in cur:
+            for bs, t in nfa.edges[q]:
+                for b in bs:
+                    by_byte.setdefault(b, set()).add(t)
+            for callee, t in nfa.calls[q]:
+                by_call.setdefault(callee, set()).add(t)
+        # Group bytes with equal target sets so each distinct set is closed once.
+        groups: dict[frozenset[int], list[int]] = {}
+        for b, ts in by_byte.items():
+            groups.setdefault(frozenset(ts), []).append(b)
+        row: dict[int, int] = {}
+        for ts, bs in groups.items():
+            t = target(ts)
+            for b in bs:
+                row[b] = t
+        trans.append(row)
+        calls.append(tuple(sorted((c, target(frozenset(ts))) for c, ts in by_call.items())))
+        accept.append(final in cur)
+    return RuleAutomaton(name, trans, calls, accept)
+
+
+_RULES: dict[Expr, RuleAutomaton] = {}
+
+
+def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton:
+    """The rule's automaton; bodies recur across schemas, so their DFAs are cached by content."""
+    cached = _RULES.get(body)
+    if cached is None:
+        cached = _compile_body(name, body)
+        if len(_RULES) > 4096:
+            _RULES.clear()
+        _RULES[body] = cached
+    calls = [tuple((names[c], t) for c, t in qc) for qc in cached.calls]  # type: ignore[index]
+    return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min,
+                         cached.max, cached.guard, cached.item_digest, cached.item_calls)
+
+
+def _compile_body(name: str, body: Expr) -> RuleAutomaton:
+    names: dict[str, int] = {}
+    if isinstance(body, Counted):
+        cached = _regular_dfa(body.item, name)
+        item = RuleAutomaton(name, cached.trans, cached.calls, cached.accept)
+        if item.accept[0]:
+            raise CompileError(f"counted rule '{name}': the item must not match the empty string")
+        if any(item.accept[q] and (item.trans[q] or item.calls[q]) for q in range(len(item.trans))):
+            raise CompileError(f"counted rule '{name}': the item must be prefix-free "
+                               "(no complete item may continue into a longer one)")
+        item.counted, item.min, item.max = True, body.min, body.max
+        item.item_calls = any(item.calls)
+        if body.exclude and item.item_calls:
+            raise CompileError(f"counted rule '{name}': excluded words need an item without calls")
+        item.guard = Guard.build(body.exclude) if body.exclude else None
+        item.item_digest = _digest(body.item)
+        return item
+    nfa = _NFA()
+    a, b = _build(nfa, body, names, name)
+    return _determinize(nfa, a, b, name)
+
+
+# ---------------------------------------------------------------- grammar-level analysis
+
+def _nullable(rules: list[RuleAutomaton]) -> list[bool]:
+    null = [r.counted and r.min == 0 for r in rules]
+    changed = True
+    while changed:
+        changed = False
+        for i, r in enumerate(rules):
+            if null[i] or r.counted:
+                continue
+            if _state_nullable(r, 0, null, set()):
+                null[i] = changed = True
+    for i, r in enumerate(rules):
+        if r.item_calls and _state_nullable(r, 0, null, set()):
+            raise CompileError(f"counted rule '{r.name}': an item may read nothing (through the "
+                               "rules it calls); each item must read at least one byte")
+    return null
+
+
+def _state_nullable(r: RuleAutomaton, q: int, null: list[bool], seen: set[int]) -> bool:
+    if r.accept[q]:
+        return True
+    seen.add(q)
+    return any(null[c] and t not in seen and _state_nullable(r, t, null, seen) for c, t in r.calls[q])
+
+
+def _check_left_recursion(rules: list[RuleAutomaton], null: list[bool]) -> None:
+    # Edge r -> c when r can call c before reading any byte.
+    graph: list[set[int]] = []
+    for r in rules:  # a counted rule's later items come after bytes: only its first item counts
+        succ: set[int] = set()
+        todo, seen = [0], {0}
+        while todo:
+            q = todo.pop()
+            for c, t in r.calls[q]:
+                succ.add(c)
+                if null[c] and t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        graph.append(succ)
+    color = [0] * len(rules)
+
+    def visit(i: int, path: list[int]) -> None:
+        color[i] = 1
+        for j in graph[i]:
+            if color[j] == 1:
+                cycle = " -> ".join(rules[k].name for k in path[path.index(j):] + [j])
+                raise CompileError(f"left recursion: {cycle} can call itself without reading "
+                                   "input; rewrite it so each loop reads at least one byte")
+            if color[j] == 0:
+                visit(j, path + [j])
+        color[i] = 2
+
+    for i in range(len(rules)):
+        if color[i] == 0:
+            visit(i, [i])
+
+
+def _reach(r: RuleAutomaton, q: int, null: list[bool]) -> tuple[set[int], set[int], bool]:
+    """From state ``q`` of ``r``, skipping calls to nullable rules: the bytes it may read, the
+    rules it may call, and whether it may complete without reading."""
+    byts: set[int] = set()
+    calls: set[int] = set()
+    done = False
+    todo, seen = [q], {q}
+    while todo:
+        s = todo.pop()
+        byts.update(r.trans[s])
+        done = done or r.accept[s]
+        for c, t in r.calls[s]:
+            calls.add(c)
+            if null[c] and t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return byts, calls, done
+
+
+def _propagate(sets: list[set[int]], flows: list[set[int]]) -> None:
+    """Least fixpoint of ``sets[j] ⊇ sets[i]`` for every ``j`` in ``flows[i]`` (a worklist, so
+    each set grows at most 256 times however long the chains are)."""
+    todo = list(range(len(sets)))
+    queued = [True] * len(sets)
+    while todo:
+        i = todo.pop()
+        queued[i] = False
+        for j in flows[i]:
+            if not sets[i] <= sets[j]:
+                sets[j] |= sets[i]
+                if not queued[j]:
+                    queued[j] = True
+                    todo.append(j)
+
+
+def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
+    """The bytes that may come right after each rule returns (``follow``).
+
+    Linear in the grammar: each (rule, state) is explored once, then sets flow along a
+    dependency graph (a rule's first bytes into its callers', a caller's follow into a callee
+    called last), instead of re-walking every rule until nothing changes.
+    """
+    # first[i]: bytes rule i may read first (through calls)
+    first = [set() for _ in rules]
+    into_first: list[set[int]] = [set() for _ in rules]  # c -> rules whose first includes c's
+    for i, r in enumerate(rules):
+        byts, calls, _ = _reach(r, 0, null)
+        first[i] = byts
+        for c in calls:
+            into_first[c].add(i)
+    _propagate(first, into_first)
+    follow = [set() for _ in rules]
+    into_follow: list[set[int]] = [set() for _ in rules]  # i -> callees i may return through
+    for i, r in enumerate(rules):
+        after: dict[int, tuple[set[int], bool]] = {}
+        for q in range(len(r.trans)):
+            for c, t in r.calls[q]:
+                if t not in after:
+                    byts, calls, done = _reach(r, t, null)
+                    if done and r.counted:  # the item ends: another may start, or the rule end
+                        more_bytes, more_calls, _ = _reach(r, 0, null)
+                        byts, calls = byts | more_bytes, calls | more_calls
+                    for d in calls:
+                        byts |= first[d]
+                    after[t] = (byts, done)
+                byts, done = after[t]
+                follow[c] |= byts
+                if done:
+                    into_follow[i].add(c)
+    _propagate(follow, into_follow)
+    return [frozenset(f) for f in follow]
+
+
+def _fingerprints(rules: list[RuleAutomaton], bodies: list[Expr]) -> list[str]:
+    """A digest per rule of its IR and that of every rule it can call (names included).
+
+    Computed over strongly connected components in reverse topological order: a component's
+    digest covers its members' IR and the digests of the components it calls, so the work is
+    linear in the grammar (a rule-by-rule walk of everything reachable is quadratic).
+    """
+    callees = [sorted({c for state_calls in r.calls for c, _ in state_calls}) for r in rules]
+    own = [rules[i].name + "=" + _digest(b) for i, b in enumerate(bodies)]
+    out = [""] * len(rules)
+    for component in _components(callees):  # callees' components come first
+        members = set(component)
+        outside = sorted({out[c] for i in component for c in callees[i] if c not in members})
+        shared = hashlib.sha1("\n".join(sorted(own[i] for i in component) + outside).encode()).hexdigest()
+        for i in component:
+            out[i] = hashlib.sha1((own[i] + "\n" + shared).encode()).hexdigest()[:20]
+    return out
+
+
+def _components(succ: list[list[int]]) -> list[list[int]]:
+    """Strongly connected components (Tarjan, iterative), each after those it reaches."""
+    index = [-1] * len(succ)
+    low = [0] * len(succ)
+    on_stack = [False] * len(succ)
+    stack: list[int] = []
+    out: list[list[int]] = []
+    counter = 0
+    for root in range(len(succ)):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, k = work.pop()
+            if k == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            if k < len(succ[v]):
+                work.append((v, k + 1))
+                w = succ[v][k]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if work:  # v is done: pass its low link to the parent
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    component.append(w)
+                    if w == v:
+                        break
+                out.append(component)
+    return out
+
+
+_DIGESTS: dict[Expr, str] = {}
+
+
+def _digest(body: Expr) -> str:
+    got = _DIGESTS.get(body)
+    if got is None:
+        got = hashlib.sha1(repr(body).encode()).hexdigest()[:20]
+        if len(_DIGESTS) > 4096:
+            _DIGESTS.clear()
+        _DIGESTS[body] = got
+    return got
+
+
+def build_automaton(grammar: Grammar) -> GrammarAutomaton:
+    """Compile every rule of ``grammar`` and run the grammar-level analyses.
+
+    Raises
+    ------
+    CompileError
+        For left recursion or a counted item that is empty or not prefix-free.
+    """
+    grammar = grammar.checked()
+    names = {n: i for i, (n, _) in enumerate(grammar.rules)}
+    rules = []
+    for n, body in grammar.rules:
+        rules.append(_compile_rule(n, body, names))
+        charge(len(rules[-1].trans), n)
+    for n, forbidden in grammar.lookahead:
+        r = rules[names[n]]
+        if r.counted:
+            raise CompileError(f"rule '{n}': a counted rule cannot have a lookahead")
+        rules[names[n]] = RuleAutomaton(r.name, r.trans, r.calls, r.accept, lookahead=forbidden)
+    start = names[grammar.start]
+    null = _nullable(rules)
+    _check_left_recursion(rules, null)
+    bodies = [body for _, body in grammar.rules]
+    for n, forbidden in grammar.lookahead:  # what a rule's states accept depends on its lookahead
+        bodies[names[n]] = Seq((bodies[names[n]], ByteClass.from_bytes(set(forbidden))))
+    return GrammarAutomaton(rules, start, null, _first_and_follow(rules, null, start),
+                            _fingerprints(rules, bodies))

@@ -1,0 +1,311 @@
+"""Grammar IR: frozen, hashable values that every frontend produces.
+
+A :class:`Grammar` is a set of named rules; each rule body is an expression built from
+literals, byte classes, sequences, alternatives, bounded repeats and references to other
+rules. Being frozen dataclasses, IR values hash by content, which makes a grammar its own
+compile-cache key, and ``str()`` prints a readable EBNF-like form.
+
+Example
+-------
+>>> g = Grammar.of("root", root=Seq((Lit(b"["), Ref("digit"), Lit(b"]"))),
+...                digit=ByteClass.of("0-9"))
+>>> print(g)
+root ::= "[" digit "]"
+digit ::= [0-9]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Union
+
+from structgen.errors import GrammarError
+
+__all__ = ["seq", "alt", "substitute", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Fsm", "Expr",
+           "Grammar"]
+
+
+@dataclass(frozen=True)
+class Lit:
+    """Exact bytes."""
+
+    data: bytes
+
+    def __str__(self) -> str:
+        return _quote(self.data)
+
+
+@dataclass(frozen=True)
+class ByteClass:
+    """One byte from a set, stored as sorted inclusive ranges ``((lo, hi), ...)``."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @staticmethod
+    def of(spec: str, *, negate: bool = False) -> "ByteClass":
+        """Build from a regex-like spec of single bytes and ``a-z`` ranges (no escapes but ``\\``)."""
+        chars: set[int] = set()
+        i = 0
+        raw = spec.encode("latin-1")
+        while i < len(raw):
+            if raw[i] == 0x5C and i + 1 < len(raw):  # backslash escapes the next byte
+                i += 1
+            lo = raw[i]
+            if i + 2 < len(raw) and raw[i + 1] == ord("-"):
+                chars.update(range(lo, raw[i + 2] + 1))
+                i += 3
+            else:
+                chars.add(lo)
+                i += 1
+        if negate:
+            chars = set(range(256)) - chars
+        return ByteClass.from_bytes(chars)
+
+    @staticmethod
+    def from_bytes(values: "set[int] | frozenset[int]") -> "ByteClass":
+        ranges: list[tuple[int, int]] = []
+        for b in sorted(values):
+            if ranges and ranges[-1][1] == b - 1:
+                ranges[-1] = (ranges[-1][0], b)
+            else:
+                ranges.append((b, b))
+        return ByteClass(tuple(ranges))
+
+    def bytes(self) -> frozenset[int]:
+        return frozenset(b for lo, hi in self.ranges for b in range(lo, hi + 1))
+
+    def __str__(self) -> str:
+        parts = []
+        for lo, hi in self.ranges:
+            parts.append(_byte(lo) if lo == hi else f"{_byte(lo)}-{_byte(hi)}")
+        return "[" + "".join(parts) + "]"
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple["Expr", ...]
+
+    def __str__(self) -> str:
+        return " ".join(_paren(x) for x in self.items) if self.items else '""'
+
+
+@dataclass(frozen=True)
+class Alt:
+    items: tuple["Expr", ...]
+
+    def __str__(self) -> str:
+        return " | ".join(str(x) for x in self.items)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``item`` repeated ``min`` to ``max`` times (``max=None``: unbounded), unrolled into states.
+
+    Use :class:`Counted` for large bounds: it keeps a counter beside the state instead.
+    """
+
+    item: "Expr"
+    min: int = 0
+    max: int | None = None
+
+    def __str__(self) -> str:
+        inner = _paren(self.item)
+        if (self.min, self.max) == (0, None):
+            return inner + "*"
+        if (self.min, self.max) == (1, None):
+            return inner + "+"
+        if (self.min, self.max) == (0, 1):
+            return inner + "?"
+        return f"{inner}{{{self.min},{'' if self.max is None else self.max}}}"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A call of another rule by name (the automaton keeps calls on a stack)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A whole rule body: ``item`` repeated ``min``..``max`` times, counted beside the state.
+
+    ``item`` must read at least one byte and be prefix-free as an automaton (no complete item
+    continues into a longer one), as a JSON string character, a whitespace byte or an array's
+    ``, element`` is. A regular item (no :class:`Ref`) gets one memoized mask per item state
+    intersected with a per-count bitset; an item that calls rules (array elements) gets masks per
+    item state and *count class*: counts a token cannot tell apart (far from both bounds) share
+    one, so a bound of 10,000 costs no more states or masks than a bound of 10.
+
+    ``exclude`` lists item sequences the rule must not match as a whole: each word is a tuple of
+    positions, each position the set of spellings of one item (a JSON key ``"ab"`` is excluded in
+    every spelling of ``a`` and of ``b``). The exclusion only bites when the rule ends, so inside
+    the rule the shared per-state masks still apply.
+    """
+
+    item: "Expr"
+    min: int = 0
+    max: int | None = None
+    exclude: frozenset[tuple[frozenset[bytes], ...]] = frozenset()
+
+    def __str__(self) -> str:
+        text = f"count({self.item}){{{self.min},{'' if self.max is None else self.max}}}"
+        if self.exclude:
+            words = sorted(b"".join(min(p) for p in w).decode("utf-8", "replace") for w in self.exclude)
+            text += f" except {words}"
+        return text
+
+
+@dataclass(frozen=True)
+class Fsm:
+    """A byte DFA given as data: state 0 starts, ``edges[q]`` lists ``(ByteClass, target)``.
+
+    Frontends build these where a regular expression would be unwieldy: intersections
+    (:func:`structgen.core.regular.intersect`) and counters such as ``multipleOf`` remainders.
+    Every state must be able to reach an accepting one (:func:`structgen.core.regular.trim`).
+    """
+
+    edges: tuple[tuple[tuple[ByteClass, int], ...], ...]
+    accept: frozenset[int]
+
+    def __str__(self) -> str:
+        import hashlib
+
+        digest = hashlib.sha1(repr(self).encode()).hexdigest()[:8]
+        return f"fsm<{len(self.edges)} states, {digest}>"
+
+
+def seq(*items: "Expr") -> "Expr":
+    """A sequence, flattened: nested sequences inlined, empties dropped, adjacent literals merged."""
+    out: list[Expr] = []
+    for x in items:
+        for y in (x.items if isinstance(x, Seq) else (x,)):
+            if isinstance(y, Lit) and out and isinstance(out[-1], Lit):
+                out[-1] = Lit(out[-1].data + y.data)
+            elif not (isinstance(y, Lit) and not y.data):
+                out.append(y)
+    return out[0] if len(out) == 1 else Seq(tuple(out))
+
+
+def alt(*items: "Expr") -> "Expr":
+    """An alternative; a single option stands for itself."""
+    return items[0] if len(items) == 1 else Alt(tuple(items))
+
+
+Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted, Fsm]
+
+
+def _hash_once(self) -> int:
+    """The dataclass hash, computed once per node: rule bodies are dict keys in several caches,
+    and a nested body would otherwise be re-hashed from its leaves at every lookup."""
+    got = self.__dict__.get("_hash")
+    if got is None:
+        got = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+        object.__setattr__(self, "_hash", got)
+    return got
+
+
+def _state_without_hash(self) -> dict:
+    # String hashes differ between processes: a pickled one would break lookups after loading.
+    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
+for _cls in (Seq, Alt, Repeat, Counted, Fsm):
+    _cls.__hash__ = _hash_once  # type: ignore[method-assign]
+    _cls.__getstate__ = _state_without_hash  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """Named rules and a start rule. Rule order is kept (it is part of the cache key).
+
+    ``lookahead`` gives some rules a condition on what follows them, as a lexer has: when rule
+    ``name`` completes, the next byte must not be one of ``forbidden`` (the end of the input is
+    fine). Grammar files use it so that a token ends where a lexer would end it
+    (:mod:`structgen.frontends.lark.lexer`).
+    """
+
+    rules: tuple[tuple[str, Expr], ...]
+    start: str
+    lookahead: tuple[tuple[str, frozenset[int]], ...] = ()
+
+    @staticmethod
+    def of(start: str, **rules: Expr) -> "Grammar":
+        return Grammar(tuple(rules.items()), start).checked()
+
+    def checked(self) -> "Grammar":
+        """Raise :class:`GrammarError` for undefined references or duplicate rule names."""
+        names = [n for n, _ in self.rules]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise GrammarError(f"rule '{dup}' is defined twice")
+        defined = set(names)
+        for name, body in self.rules:
+            for node in nodes(body):
+                if isinstance(node, Ref) and node.name not in defined:
+                    raise GrammarError(f"rule '{name}' refers to undefined rule '{node.name}'")
+                if isinstance(node, Counted) and node is not body:
+                    raise GrammarError(f"rule '{name}': a counted repeat must be a whole rule body")
+        for name, forbidden in self.lookahead:
+            if name not in defined:
+                raise GrammarError(f"a lookahead names undefined rule '{name}'")
+            if not forbidden:
+                raise GrammarError(f"the lookahead of rule '{name}' forbids nothing")
+        return self
+
+    def __str__(self) -> str:
+        lines = [f"{n} ::= {b}" for n, b in self.rules]
+        lines += [f"{n} !> {ByteClass.from_bytes(set(f))}" for n, f in self.lookahead]
+        return "\n".join(lines)
+
+
+def substitute(e: Expr, replace: "Callable[[str], Expr | None]") -> Expr:
+    """``e`` with each reference ``Ref(n)`` replaced by ``replace(n)`` (kept where that is None).
+
+    >>> print(substitute(Seq((Ref("a"), Lit(b"+"), Ref("b"))), {"a": Lit(b"1")}.get))
+    "1+" b
+    """
+    if isinstance(e, Ref):
+        got = replace(e.name)
+        return e if got is None else got
+    if isinstance(e, Seq):
+        return seq(*(substitute(x, replace) for x in e.items))
+    if isinstance(e, Alt):
+        return alt(*(substitute(x, replace) for x in e.items))
+    if isinstance(e, Repeat):
+        return Repeat(substitute(e.item, replace), e.min, e.max)
+    if isinstance(e, Counted):
+        return Counted(substitute(e.item, replace), e.min, e.max, e.exclude)
+    return e  # Lit, ByteClass, Fsm: no references
+
+
+def nodes(e: Expr):
+    """``e`` and every expression inside it, depth first."""
+    yield e
+    if isinstance(e, (Seq, Alt)):
+        for x in e.items:
+            yield from nodes(x)
+    elif isinstance(e, (Repeat, Counted)):
+        yield from nodes(e.item)
+
+
+def _paren(e: Expr) -> str:
+    return f"({e})" if isinstance(e, (Alt, Seq)) and len(e.items) > 1 else str(e)
+
+
+def _byte(b: int) -> str:
+    c = chr(b)
+    if c in '\\]-^"':
+        return "\\" + c
+    return c if 0x20 < b < 0x7F else f"\\x{b:02x}"
+
+
+def _quote(data: bytes) -> str:
+    out = []
+    for b in data:
+        c = chr(b)
+        out.append("\\" + c if c in '\\"' else c if 0x20 <= b < 0x7F else f"\\x{b:02x}")
+    return '"' + "".join(out) + '"'

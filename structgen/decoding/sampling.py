@@ -1,0 +1,276 @@
+"""Sampling rules for constrained decoding, and the lossless verification of point-mass drafts.
+
+Everything here is a pure function of tensors: no model, no matcher, no state besides the
+``torch.Generator`` the caller passes in.
+
+**The target distribution.** At each position the grammar mask has already set every illegal
+token's logit to ``-inf``. :func:`target_probs` turns those masked logits into the distribution
+that plain step-by-step sampling draws from: ``softmax(logits / temperature)``, then top-k, then
+nucleus (top-p), renormalised. Masking comes first, so top-k and top-p choose among *legal*
+tokens only, and an illegal token has probability exactly ``0``. :func:`greedy_token` is the
+``temperature = 0`` case (argmax, ties to the lowest token id).
+
+**Drafts are free because verification is lossless.** A draft token ``d`` (for example the
+canonical tokenization of text the grammar forces) is proposed *with certainty*: the drafting
+distribution is a point mass ``q = delta_d``. The standard speculative-sampling rule, accept
+with probability ``min(1, p(d) / q(d))`` and on rejection sample from the residual
+``norm(max(0, p - q))``, then reduces to:
+
+* accept ``d`` with probability ``p(d)``;
+* on rejection, sample from ``p`` with ``d`` removed and renormalised.
+
+The output token ``X`` then has exactly the target distribution::
+
+    P(X = d)      = p(d)
+    P(X = x != d) = (1 - p(d)) * p(x) / (1 - p(d)) = p(x)
+
+so drafted decoding samples from the same distribution as step-by-step decoding, position by
+position, and therefore over whole sequences: after an accepted draft the next position is
+verified against the target distribution *conditional on that token*, and after a rejection
+the remaining drafts are discarded. :func:`verify_draft` implements the rule; the edge cases
+fall out of it (``p(d) = 1``: always accepted; ``p(d) = 0``, e.g. a masked draft: always
+rejected, and the token is drawn from ``p`` itself).
+
+Examples
+--------
+>>> import torch
+>>> from structgen.decoding.sampling import target_probs, verify_draft
+>>> logits = torch.tensor([2.0, 1.0, float("-inf"), 0.5])
+>>> p = target_probs(logits, temperature=0.7, top_p=0.95)
+>>> float(p[2])
+0.0
+>>> g = torch.Generator().manual_seed(0)
+>>> accepted, token = verify_draft(p, 0, g)
+>>> token == 0 if accepted else token != 0
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["target_probs", "greedy_token", "sample_token", "verify_draft"]
+
+
+def _check_1d(t: torch.Tensor, name: str) -> None:
+    if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D tensor")
+
+
+def target_probs(
+    masked_logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+) -> torch.Tensor:
+    """Sampling distribution over the vocabulary from grammar-masked logits.
+
+    Computes ``softmax(masked_logits / temperature)`` in float64, keeps the ``top_k`` most
+    probable tokens (``0`` = off), renormalises, keeps the nucleus (the smallest set of most
+    probable tokens whose mass is ``>= top_p``; always at least one token; ``1.0`` = off), and
+    renormalises again. This is the order Hugging Face's ``TopKLogitsWarper`` then
+    ``TopPLogitsWarper`` use: the nucleus is measured on the top-k distribution.
+
+    Ties in probability are broken towards the lower token id, for both cut-offs, so the
+    result is deterministic.
+
+    Parameters
+    ----------
+    masked_logits : torch.Tensor
+        1-D logits over the vocabulary, with every illegal token already set to ``-inf``.
+        At least one entry must be finite.
+    temperature : float, default 1.0
+        Softmax temperature, ``> 0``. Greedy decoding (temperature 0) is :func:`greedy_token`.
+    top_k : int, default 0
+        Keep only the ``top_k`` most probable tokens; ``0`` disables it. Values larger than the
+        number of legal tokens keep all legal tokens.
+    top_p : float, default 1.0
+        Nucleus mass in ``(0, 1]``; ``1.0`` disables it.
+
+    Returns
+    -------
+    torch.Tensor
+        float64 probabilities, same shape and device as ``masked_logits``, summing to 1.
+        Masked (``-inf``) and cut-off tokens have probability exactly ``0``.
+
+    Raises
+    ------
+    ValueError
+        If ``temperature <= 0``, ``top_k < 0``, ``top_p`` is not in ``(0, 1]``, the logits are
+        not a non-empty 1-D tensor, no token is legal (all ``-inf``), or the logits contain
+        NaN or ``+inf``.
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> logits = torch.tensor([math.log(0.4), math.log(0.3), math.log(0.2), math.log(0.1),
+    ...                        float("-inf")])
+    >>> [round(x, 4) for x in target_probs(logits).tolist()]
+    [0.4, 0.3, 0.2, 0.1, 0.0]
+    >>> [round(x, 4) for x in target_probs(logits, top_k=2).tolist()]
+    [0.5714, 0.4286, 0.0, 0.0, 0.0]
+    >>> [round(x, 4) for x in target_probs(logits, top_p=0.75).tolist()]
+    [0.4444, 0.3333, 0.2222, 0.0, 0.0]
+    """
+    _check_1d(masked_logits, "masked_logits")
+    if not (isinstance(temperature, (int, float)) and 0 < temperature < math.inf):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
+    if not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+    logits = masked_logits.to(torch.float64)
+    if torch.isnan(logits).any() or torch.isposinf(logits).any():
+        raise ValueError("masked_logits contains NaN or +inf")
+    legal = torch.isfinite(logits)
+    if not legal.any():
+        raise ValueError("no legal token: every logit is -inf")
+
+    probs = torch.softmax(logits / temperature, dim=0)
+    probs = torch.where(legal, probs, torch.zeros_like(probs))  # exact zeros, whatever softmax did
+
+    if top_k == 0 and top_p >= 1.0:
+        return probs / probs.sum()
+
+    # Descending by probability, ties to the lower id (stable sort keeps id order among equals).
+    order = torch.sort(probs, descending=True, stable=True).indices
+    sorted_p = probs[order]
+    keep_sorted = sorted_p > 0
+    if top_k > 0:
+        keep_sorted[top_k:] = False
+        sorted_p = torch.where(keep_sorted, sorted_p, torch.zeros_like(sorted_p))
+        sorted_p = sorted_p / sorted_p.sum()
+    if top_p < 1.0:
+        # Keep token i iff the mass strictly before it is < top_p: the smallest prefix whose
+        # mass reaches top_p. The first token always has 0 mass before it, so one is kept.
+        mass_before = torch.cumsum(sorted_p, dim=0) - sorted_p
+        keep_sorted &= mass_before < top_p
+    kept = torch.zeros_like(legal)
+    kept[order] = keep_sorted
+    probs = torch.where(kept, probs, torch.zeros_like(probs))
+    return probs / probs.sum()
+
+
+def greedy_token(masked_logits: torch.Tensor) -> int:
+    """The most likely legal token: argmax of the masked logits, ties to the lowest token id.
+
+    Parameters
+    ----------
+    masked_logits : torch.Tensor
+        1-D logits with illegal tokens set to ``-inf``.
+
+    Returns
+    -------
+    int
+        The token id.
+
+    Raises
+    ------
+    ValueError
+        If the logits are not a non-empty 1-D tensor, contain NaN, or are all ``-inf``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> greedy_token(torch.tensor([1.0, 3.0, 3.0, float("-inf")]))
+    1
+    """
+    _check_1d(masked_logits, "masked_logits")
+    if torch.isnan(masked_logits).any():
+        raise ValueError("masked_logits contains NaN")
+    # torch.argmax returns the first maximal index.
+    token = int(torch.argmax(masked_logits))
+    if masked_logits[token] == float("-inf"):
+        raise ValueError("no legal token: every logit is -inf")
+    return token
+
+
+def sample_token(probs: torch.Tensor, generator: torch.Generator) -> int:
+    """Draw one token from ``probs`` (``torch.multinomial``).
+
+    Parameters
+    ----------
+    probs : torch.Tensor
+        1-D non-negative weights (normally from :func:`target_probs`); need not sum to 1.
+        Zero-probability tokens are never drawn.
+    generator : torch.Generator
+        Source of randomness, on the same device as ``probs``.
+
+    Returns
+    -------
+    int
+        The sampled token id.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> sample_token(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64), g)
+    1
+    """
+    _check_1d(probs, "probs")
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def verify_draft(probs: torch.Tensor, draft: int, generator: torch.Generator) -> tuple[bool, int]:
+    """Verify a point-mass draft against the target distribution, losslessly.
+
+    Accept ``draft`` with probability ``probs[draft]`` (one ``torch.rand`` draw); on rejection
+    sample from ``probs`` with ``draft`` removed and renormalised. The returned token is then
+    distributed exactly as ``probs``, so drafting never changes what is sampled. If
+    ``probs[draft] == 1`` the draft is always accepted; if ``probs[draft] == 0`` (e.g. the
+    draft is masked) it is always rejected and the token is drawn from ``probs``. If rounding
+    leaves no mass outside the draft, the draft is accepted.
+
+    The acceptance draw is always made, so the generator advances by one uniform per call plus
+    one multinomial draw on rejection.
+
+    Parameters
+    ----------
+    probs : torch.Tensor
+        1-D target probabilities (normally from :func:`target_probs`), summing to 1.
+    draft : int
+        The drafted token id.
+    generator : torch.Generator
+        Source of randomness, on the same device as ``probs``.
+
+    Returns
+    -------
+    tuple of (bool, int)
+        ``(accepted, token)``; ``token == draft`` exactly when ``accepted``.
+
+    Raises
+    ------
+    ValueError
+        If ``probs`` is not a non-empty 1-D tensor.
+    IndexError
+        If ``draft`` is not a valid token id.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> p = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
+    >>> verify_draft(p, 1, g)
+    (True, 1)
+    >>> verify_draft(p, 0, g)
+    (False, 1)
+    """
+    _check_1d(probs, "probs")
+    if isinstance(draft, bool) or not 0 <= int(draft) < probs.numel():
+        raise IndexError(f"draft {draft!r} out of range for {probs.numel()} tokens")
+    draft = int(draft)
+    p_draft = float(probs[draft])
+    u = float(torch.rand((), generator=generator, dtype=torch.float64, device=generator.device))
+    # u is in [0, 1): p = 1 always accepts, p = 0 never does.
+    if u < p_draft:
+        return True, draft
+    residual = probs.clone()
+    residual[draft] = 0
+    if not float(residual.sum()) > 0:  # rounding left p(d) just below 1 and nothing else
+        return True, draft
+    return False, int(torch.multinomial(residual, 1, generator=generator))

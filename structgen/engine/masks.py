@@ -1,0 +1,455 @@
+"""Exact token masks from a set of stacks, built from memoized per-rule-state facts.
+
+For one stack, the tokens it accepts split in two (the idea behind xgrammar's adaptive mask
+cache, made exact here):
+
+* **inside** tokens never return from the stack's top rule: they depend only on the top
+  frame ``(rule, state)``, so they are computed once, by walking the sorted token index from that
+  frame in isolation, and shared by every stack, every grammar and every schema that contains
+  the same rule (a JSON string body, a number, whitespace) on the same vocabulary;
+* **crossing** tokens return from the rule part-way through (``",`` ``"}`` ``]}``): the isolated
+  walk records their *remainders* (the bytes after the return point), and only those few
+  remainders are walked against the real stack below.
+
+The walk prunes a whole subtree of the token trie at the first byte no stack can read, and only
+records a crossing where the next byte can follow the rule at all (its ``follow`` set), so the
+isolated walk of a JSON string body keeps just the tokens that close the string.
+
+Counted rules (string length bounds, bounded whitespace) store, per token, how many items it
+starts: the mask for count ``c`` is the shared inside mask intersected with "starts at most
+``max - c`` items", a per-count bitset; crossing remainders carry the item count at their return
+point and are kept when ``min <= c + n <= max``. A guard (an object's defined keys excluded from
+its extra keys) only restricts where a counted rule may end, so it filters crossing tokens and
+never the shared inside mask. A counted rule whose item calls other rules (an array's
+``, element``) is walked like a plain rule, its facts keyed by the *class* of its count (how far
+the bounds are, capped at what one token can cross), so a 10,000-element bound costs a handful
+of walks, not one per count.
+
+Facts are shared through a bounded per-vocabulary cache (each grammar keeps the ones it uses),
+and facts that were slow to compute are also kept on disk, keyed by vocabulary and rule.
+
+A set's mask is the union of its stacks' masks, memoized per set; end-of-sequence ids are set
+exactly when the set holds ``ACCEPT``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import time
+from bisect import bisect_left
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from structgen.engine.disk_cache import atomic_write_bytes, cache_dir, code_digest
+from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet
+from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
+
+__all__ = ["MaskBuilder", "walk_keys"]
+
+#: Follow sets larger than this are not split per byte when recording crossing tokens.
+_SPLIT_FOLLOW = 24
+#: State facts that took longer than this to compute are kept on disk (shared primitives:
+#: JSON string bodies, numbers, whitespace), keyed by vocabulary and rule fingerprints.
+_DISK_CACHE_AFTER_S = 0.05
+
+
+def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, int], StackSet],
+              next_bytes: Callable[[StackSet], "frozenset[int]"],
+              on_escape: Callable[[int, int, "frozenset[int]"], None] | None = None,
+              escapes: "dict[int, frozenset[int]] | None" = None) -> list[int]:
+    """Indices of the sorted ``keys`` fully readable from ``start``.
+
+    Walks the implicit trie (keys sharing a prefix are contiguous): each trie node is stepped
+    once and a dead node skips its whole subtree. Where the state can read only a few bytes,
+    the walk jumps straight to those children by bisection instead of visiting every child.
+    With ``on_escape``, a node reached with an escape marker in its set (``escapes``: marker id
+    to the bytes that may not come next; default ``ESCAPE`` alone) is reported as
+    ``on_escape(i, depth, forbidden)`` (``i`` is the first key below the node), once per marker,
+    and the markers are dropped.
+    """
+    marks = escapes if escapes is not None else {ESCAPE: frozenset()}
+    out: list[int] = []
+    if not start or not keys:
+        return out
+
+    def visit(s: StackSet, lo: int, hi: int, d: int) -> None:
+        # keys[lo:hi] share their first d bytes; s is the state after them.
+        if len(keys[lo]) == d:  # the key that is exactly the prefix sorts first
+            out.append(lo)
+            lo += 1
+            if lo >= hi:
+                return
+        readable = next_bytes(s)
+        if not readable:
+            return
+        prefix = keys[lo][:d]
+        if len(readable) * 4 < hi - lo:  # few bytes, many keys: jump to each child
+            children = []
+            for b in sorted(readable):
+                child = prefix + bytes((b,))
+                a = bisect_left(keys, child, lo, hi)
+                if a < hi and keys[a].startswith(child):
+                    children.append((b, a, prefix_range_end(keys, child, a + 1, hi)))
+        else:  # visit every child in order
+            children = []
+            i = lo
+            while i < hi:
+                b = keys[i][d]
+                z = prefix_range_end(keys, prefix + bytes((b,)), i + 1, hi)
+                if b in readable:
+                    children.append((b, i, z))
+                i = z
+        for b, a, z in children:
+            nxt = step_set(s, b)
+            if on_escape is not None and not marks.keys().isdisjoint(nxt):
+                found = [x for x in nxt if x in marks]
+                for x in found:
+                    on_escape(a, d + 1, marks[x])
+                nxt = nxt - set(found)
+            if nxt:
+                visit(nxt, a, z, d + 1)
+
+    visit(start, 0, len(keys), 0)
+    return out
+
+
+@dataclass
+class _Remainders:
+    """Crossing tokens of one rule state: sorted distinct remainders and who owns each."""
+
+    keys: list[bytes]
+    # per key: (token id, items counted before the return, byte offset of the return)
+    owners: list[list[tuple[int, int, int]]]
+
+    @staticmethod
+    def build(entries: list[tuple[bytes, int, int, int]]) -> "_Remainders":
+        by: dict[bytes, list[tuple[int, int, int]]] = {}
+        for rem, tid, n, d in entries:
+            by.setdefault(rem, []).append((tid, n, d))
+        keys = sorted(by)
+        return _Remainders(keys, [by[k] for k in keys])
+
+
+@dataclass
+class _StateFacts:
+    """What a rule state accepts in isolation (shared across grammars on one vocabulary)."""
+
+    key: tuple  # the cache key: rule fingerprint (or counted item digest), state, follow bytes
+    inside: np.ndarray  # uint32 bitmask (plain rules) or int32 items-started per token (counted)
+    crossing: _Remainders
+
+
+class MaskBuilder:
+    """Computes and memoizes token masks for one grammar's stack machine on one vocabulary."""
+
+    def __init__(self, machine: StackMachine, vocab: Vocabulary) -> None:
+        self.sm = machine
+        self.vocab = vocab
+        self.index: TokenIndex = vocab.index
+        self._stack_masks: dict[int, np.ndarray] = {}
+        self._set_masks: dict[StackSet, np.ndarray] = {}
+        self._hits: dict[tuple[int, StackSet], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._facts: dict[tuple, _StateFacts] = {}  # what this grammar uses (the shared cache may forget)
+        self._empty = np.zeros(vocab.words, dtype=np.uint32)
+        self._token_reach: int | None = None
+
+    # ---------------------------------------------------------------- public
+
+    def mask(self, stacks: StackSet) -> np.ndarray:
+        """The bitmask of tokens legal from the closed set ``stacks`` (do not modify it)."""
+        got = self._set_masks.get(stacks)
+        if got is None:
+            parts = [self._stack_mask(sid) for sid in stacks]
+            if not parts:
+                got = self._empty
+            elif len(parts) == 1:
+                got = parts[0]
+            else:
+                got = np.bitwise_or.reduce(parts)
+            self._set_masks[stacks] = got
+        return got
+
+    # ---------------------------------------------------------------- per stack
+
+    def _stack_mask(self, sid: int) -> np.ndarray:
+        got = self._stack_masks.get(sid)
+        if got is not None:
+            return got
+        if sid == ACCEPT:
+            got = self.vocab.eos_mask
+        elif self.sm.frames[sid][0] == GUARD:  # what the stack below reads, but no forbidden first byte
+            _, forbidden, parent = self.sm.frames[sid]
+            got = self.mask(self.sm.closure(parent)) & ~self._first_byte_mask(forbidden)  # type: ignore[arg-type]
+        else:
+            rule_i, state, parent = self.sm.frames[sid]
+            rule = self.sm.rules[rule_i]
+            if rule.counted and not rule.item_calls:
+                got = self._counted_stack_mask(rule_i, state, parent)  # type: ignore[arg-type]
+            else:
+                facts = self._plain_facts(sid)
+                crossing = self._crossing_ids(facts.crossing, parent)
+                got = facts.inside
+                if crossing.size:
+                    got = got | ids_to_mask(crossing, self.vocab.words)
+        self._stack_masks[sid] = got
+        return got
+
+    def _first_byte_mask(self, first: frozenset[int]) -> np.ndarray:
+        """Tokens whose first byte is in ``first`` (shared per vocabulary)."""
+        cache = self.vocab.mask_cache
+        key = ("first bytes", first)
+        got = cache.get(key)
+        if got is None:
+            keys = self.index.keys
+            ids = []
+            for b in sorted(first):
+                lo = bisect_left(keys, bytes((b,)))
+                hi = prefix_range_end(keys, bytes((b,)), lo, len(keys))
+                ids += [t for i in range(lo, hi) for t in self.index.ids[i]]
+            got = cache[key] = ids_to_mask(ids, self.vocab.words)
+        return got
+
+    def _counted_stack_mask(self, rule_i: int, state: tuple, parent: int) -> np.ndarray:
+        rule = self.sm.rules[rule_i]
+        count, q = state[0], state[1]
+        guard = state[2] if rule.guard is not None else None
+        facts = self._counted_facts(rule_i, q)
+        room = None if rule.max is None else rule.max - count
+        inside = self._inside_upto(facts, room)  # ending is what a guard restricts, not this
+        lo, hi = rule.min - count, (None if rule.max is None else rule.max - count)
+
+        def keep(tid: int, n: int, d: int) -> bool:
+            return self._guard_allows_end(rule_i, q, guard, self.vocab.tokens[tid][:d])  # type: ignore
+
+        crossing = self._crossing_ids(facts.crossing, parent, keep if guard is not None else None,
+                                      counts=(lo, hi))
+        return inside | ids_to_mask(crossing, self.vocab.words) if crossing.size else inside
+
+    def _inside_upto(self, facts: _StateFacts, room: int | None) -> np.ndarray:
+        cache = self.vocab.mask_cache
+        key = ("upto", facts.key, room)
+        got = cache.get(key)
+        if got is None:
+            started = facts.inside
+            ok = started >= 0 if room is None else (started >= 0) & (started <= room)
+            got = np.packbits(np.concatenate([ok, np.zeros(self.vocab.words * 32 - ok.size, bool)]),
+                              bitorder="little").view(np.uint32)
+            cache[key] = got
+        return got
+
+    def _guard_allows_end(self, rule_i: int, q: int, guard: tuple, data: bytes) -> bool:
+        """Whether the counted rule may end after reading ``data`` from item state ``q``."""
+        rule = self.sm.rules[rule_i]
+        g = guard
+        for b in data:
+            t = rule.trans[q][b]
+            done = rule.accept[t]
+            g = rule.guard.step(g, b, done)  # type: ignore[union-attr]
+            q = 0 if done else t
+        return not rule.guard.blocks_end(g)  # type: ignore[union-attr]
+
+    def _crossing_ids(self, rems: _Remainders, parent: int,
+                      keep: Callable[[int, int, int], bool] | None = None,
+                      counts: tuple[int, int | None] | None = None) -> np.ndarray:
+        """Token ids whose remainder the stack below can read; ``counts`` bounds their item
+        counts (counted rules) and ``keep`` filters what is left (guards)."""
+        tids, ns, ds = self._crossing_hits(rems, parent)
+        if counts is not None and tids.size:
+            lo, hi = counts
+            sel = ns >= lo if hi is None else (ns >= lo) & (ns <= hi)
+            tids, ns, ds = tids[sel], ns[sel], ds[sel]
+        if keep is not None and tids.size:
+            ok = [keep(int(t), int(n), int(d)) for t, n, d in zip(tids, ns, ds)]
+            tids = tids[np.array(ok, dtype=bool)]
+        return tids
+
+    def _crossing_hits(self, rems: _Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(token ids, item counts, offsets) of the crossing tokens the stack below accepts."""
+        below = self.sm.closure(parent)
+        key = (id(rems), below)  # rems stays alive: the builder's facts memo holds it
+        got = self._hits.get(key)
+        if got is None:
+            owners = [o for k in walk_keys(rems.keys, below, self.sm.step_set, self.sm.next_bytes)
+                      for o in rems.owners[k]] if rems.keys else []
+            arr = np.array(owners, dtype=np.int64).reshape(-1, 3)
+            got = (arr[:, 0], arr[:, 1], arr[:, 2])
+            self._hits[key] = got
+        return got
+
+    # ---------------------------------------------------------------- shared facts
+
+    def _facts_key(self, rule_i: int, state: object) -> tuple:
+        a = self.sm.automaton
+        return ("facts", a.fingerprints[rule_i], state, a.follow[rule_i])
+
+    def _cached_facts(self, key: tuple, compute: Callable[[], tuple[np.ndarray, _Remainders]]) -> _StateFacts:
+        """Facts from this builder, else the vocabulary's shared cache, else the disk cache, else
+        computed (and saved to disk when slow)."""
+        got = self._facts.get(key)
+        if got is not None:
+            return got
+        cache = self.vocab.mask_cache
+        got = cache.get(key)
+        if got is None:
+            folder = cache_dir() / "facts" / self.vocab.fingerprint
+            on_disk = self.vocab.facts_on_disk
+            if on_disk is None:  # list the directory once per vocabulary, not once per state
+                on_disk = set(os.listdir(folder)) if folder.is_dir() else set()
+                self.vocab.facts_on_disk = on_disk
+            name = _disk_name(key)
+            if name in on_disk:
+                got = _load(folder / name, key)
+            if got is None:
+                started = time.perf_counter()
+                got = _StateFacts(key, *compute())
+                if time.perf_counter() - started > _DISK_CACHE_AFTER_S:
+                    _save(folder / name, got)
+                    on_disk.add(name)
+            cache[key] = got
+        self._facts[key] = got
+        return got
+
+    def _plain_facts(self, sid: int) -> _StateFacts:
+        rule_i, state, _ = self.sm.frames[sid]
+        rule = self.sm.rules[rule_i]
+        if rule.counted:  # an item that calls rules: the facts depend on the count's class only
+            state = (self._count_class(rule, state[0]), state[1])  # type: ignore[index]
+        return self._cached_facts(
+            self._facts_key(rule_i, state),
+            lambda: self._walk_plain(self.sm.isolated(sid), self.sm.automaton.follow[rule_i]))
+
+    def _count_class(self, rule, count: int) -> tuple[int, int]:
+        """What a token can tell of ``count``: how far ``min`` and ``max`` are, each capped.
+
+        Every item reads a byte, so one token completes at most ``longest token + 1`` items
+        (the +1: an item finished by a return before the token's first byte); counts farther
+        than that from both bounds behave alike for every token and share their facts.
+        """
+        if self._token_reach is None:
+            self._token_reach = max((len(k) for k in self.index.keys), default=0) + 2
+        cap = self._token_reach
+        below = min(max(rule.min - count, 0), cap)
+        above = cap if rule.max is None else min(rule.max - count, cap)
+        return below, above
+
+    def _walk_plain(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
+        idx = self.index
+        keys = idx.keys
+        entries: list[tuple[bytes, int, int, int]] = []
+
+        def on_escape(i: int, d: int, forbidden: frozenset[int]) -> None:
+            _record_crossing(idx, i, d, follow - forbidden if forbidden else follow, 0, entries)
+
+        start = frozenset((iso,))
+        inside = walk_keys(keys, start, self.sm.step_set, self.sm.next_bytes, on_escape=on_escape,
+                           escapes=self.sm.escapes)
+        ids = [t for i in inside for t in idx.ids[i]]
+        return ids_to_mask(ids, self.vocab.words), _Remainders.build(entries)
+
+    def _counted_facts(self, rule_i: int, q: int) -> _StateFacts:
+        # Counted facts depend on the item alone (counts and guards are applied afterwards), so
+        # every JSON string body shares them, whatever its length bounds or excluded keys.
+        rule = self.sm.rules[rule_i]
+        key = ("counted", rule.item_digest, q, self.sm.automaton.follow[rule_i])
+        return self._cached_facts(key, lambda: self._walk_counted(rule_i, q))
+
+    def _walk_counted(self, rule_i: int, q0: int) -> tuple[np.ndarray, _Remainders]:
+        """Walk the item DFA alone (no stack): per token, items started; crossings at boundaries."""
+        rule = self.sm.rules[rule_i]
+        follow = self.sm.automaton.follow[rule_i]
+        trans, accept = rule.trans, rule.accept
+        idx = self.index
+        keys, lcp = idx.keys, idx.lcp
+        started = np.full(self.vocab.size, -1, dtype=np.int32)
+        entries: list[tuple[bytes, int, int, int]] = []
+        if q0 == 0:  # at a boundary before reading anything: every token may return at once
+            _record_crossing(idx, -1, 0, follow, 0, entries)
+        # states[d] = (items completed, item state) after keys[i][:d]
+        states: list[tuple[int, int]] = [(0, q0)]
+        top, i, hi = 0, 0, len(keys)
+        while i < hi:
+            key = keys[i]
+            d = min(lcp[i], top) if i > 0 else 0
+            del states[d + 1:]
+            n_done, q = states[d]
+            n = len(key)
+            alive = True
+            while d < n:
+                t = trans[q].get(key[d])
+                d += 1
+                if t is None:
+                    alive = False
+                    break
+                if accept[t]:
+                    n_done, q = n_done + 1, 0
+                    _record_crossing(idx, i, d, follow, n_done, entries, only_longer=True)
+                else:
+                    q = t
+                states.append((n_done, q))
+            if alive:
+                for tid in idx.ids[i]:
+                    started[tid] = n_done + (1 if q != 0 else 0)
+                top = n
+                i += 1
+            else:
+                top = d - 1
+                i = prefix_range_end(keys, key[:d], i + 1, hi)
+        return started, _Remainders.build(entries)
+
+
+def _disk_name(key: tuple) -> str:
+    # Keyed on the code too: state numbers and what facts mean may change with it.
+    text = repr((code_digest(), key[:3], sorted(key[3])))
+    return hashlib.sha1(text.encode()).hexdigest()[:24] + ".pkl"
+
+
+def _load(path: Path, key: tuple) -> _StateFacts | None:
+    try:
+        with open(path, "rb") as f:
+            got = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError):
+        return None
+    return got if isinstance(got, _StateFacts) and getattr(got, "key", None) == key else None
+
+
+def _save(path: Path, facts: _StateFacts) -> None:
+    try:
+        atomic_write_bytes(path, pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError:
+        pass  # a read-only cache directory costs speed, never correctness
+
+
+def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n: int,
+                     out: list[tuple[bytes, int, int, int]], *, only_longer: bool = False) -> None:
+    """Record the tokens below trie node ``keys[i][:d]`` that may continue past the rule's end.
+
+    ``i == -1`` means the root (``d == 0``). With ``only_longer`` the token that ends exactly at the
+    node is skipped (a counted rule already counts it as inside).
+    """
+    keys = idx.keys
+    prefix = keys[i][:d] if i >= 0 else b""
+    lo = i if i >= 0 else 0
+    hi = prefix_range_end(keys, prefix, lo + 1, len(keys)) if prefix else len(keys)
+    if i >= 0 and len(keys[i]) == d:
+        if not only_longer:
+            out.extend((b"", tid, n, d) for tid in idx.ids[i])
+        lo += 1
+    if lo >= hi:
+        return
+    if len(follow) <= _SPLIT_FOLLOW:
+        for f in sorted(follow):
+            a = bisect_left(keys, prefix + bytes((f,)), lo, hi)
+            b = prefix_range_end(keys, prefix + bytes((f,)), a, hi)
+            for j in range(a, b):
+                rem = keys[j][d:]
+                out.extend((rem, tid, n, d) for tid in idx.ids[j])
+    else:
+        for j in range(lo, hi):
+            rem = keys[j][d:]
+            if rem[0] in follow:
+                out.extend((rem, tid, n, d) for tid in idx.ids[j])

@@ -1,0 +1,196 @@
+"""The per-sequence matcher: the only mutable grammar object.
+
+A :class:`Matcher` tracks one sequence through a compiled grammar. It never raises on a rejected
+token: :meth:`Matcher.advance` returns ``False``, leaves the state unchanged and records why in
+:attr:`Matcher.last_rejection`. The decoding loop decides what a rejection means.
+
+Example
+-------
+>>> import structgen
+>>> from structgen.engine.vocab import Vocabulary
+>>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+>>> m = structgen.compile_json_schema({"type": "boolean"}, vocab).matcher()
+>>> m.forced_text(), m.advance(ord("t")), m.forced_text()
+('', True, 'rue')
+>>> m.validate([ord(c) for c in "rue"]), m.is_finished()
+(3, False)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from structgen.engine.pda import ACCEPT, StackSet
+
+if TYPE_CHECKING:
+    from structgen.engine.compiler import CompiledGrammar
+
+__all__ = ["Matcher"]
+
+#: The state after an end-of-sequence token was accepted: nothing else may follow.
+_ENDED: StackSet = frozenset((-1,))
+_MAX_FORCED = 4096
+
+
+class Matcher:
+    """Walks token ids through a :class:`~structgen.engine.compiler.CompiledGrammar`.
+
+    Create one with :meth:`CompiledGrammar.matcher`. Not thread-safe: use one per sequence
+    (matchers of one compiled grammar share its memo tables).
+    """
+
+    def __init__(self, compiled: "CompiledGrammar") -> None:
+        self._compiled = compiled
+        self._vocab = compiled.vocabulary
+        self._rt = compiled._runtime()
+        self._states: list[StackSet] = [self._rt.machine.initial()]
+        self._tokens: list[int] = []
+        #: Why the last rejected token was rejected (``None`` after an accepted one).
+        self.last_rejection: str | None = None
+
+    # ------------------------------------------------------------------ state queries
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The tokens accepted so far."""
+        return list(self._tokens)
+
+    def is_finished(self) -> bool:
+        """True when nothing but end-of-sequence can follow (or it was already accepted)."""
+        s = self._states[-1]
+        return s is _ENDED or s == {ACCEPT}
+
+    def can_end(self) -> bool:
+        """True when an end-of-sequence token is legal now (the value is complete)."""
+        return ACCEPT in self._states[-1]
+
+    def is_terminated(self) -> bool:
+        """True once an end-of-sequence token was accepted."""
+        return self._states[-1] is _ENDED
+
+    # ------------------------------------------------------------------ transitions
+
+    def _next(self, state: StackSet, token_id: int) -> StackSet | None:
+        """State after ``token_id``, or ``None`` (and a recorded reason) when it is illegal."""
+        if state is _ENDED:
+            self.last_rejection = f"token {token_id}: the sequence already ended"
+            return None
+        if token_id in self._vocab.eos_ids:
+            if ACCEPT in state:
+                return _ENDED
+            self.last_rejection = f"end-of-sequence token {token_id}: the value is not complete"
+            return None
+        nxt = self._rt.advance(state, token_id)
+        if not nxt:
+            self.last_rejection = self._explain(state, token_id)
+            return None
+        return nxt
+
+    def advance(self, token_id: int) -> bool:
+        """Accept ``token_id`` and return True, or return False and leave the state unchanged."""
+        nxt = self._next(self._states[-1], int(token_id))
+        if nxt is None:
+            return False
+        self._states.append(nxt)
+        self._tokens.append(int(token_id))
+        self.last_rejection = None
+        return True
+
+    def validate(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest prefix of ``token_ids`` the grammar accepts; no state change."""
+        state = self._states[-1]
+        for n, tid in enumerate(token_ids):
+            nxt = self._next(state, int(tid))
+            if nxt is None:
+                return n
+            state = nxt
+        return len(token_ids)
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` accepted tokens."""
+        if not 0 <= n <= len(self._tokens):
+            raise ValueError(f"cannot roll back {n} tokens: only {len(self._tokens)} were accepted")
+        if n:
+            del self._states[-n:]
+            del self._tokens[-n:]
+
+    def reset(self) -> None:
+        """Back to the start of the grammar."""
+        self.rollback(len(self._tokens))
+
+    def fork(self) -> "Matcher":
+        """An independent copy at the same position (sharing the compiled memo tables)."""
+        other = Matcher.__new__(Matcher)
+        other._compiled, other._vocab, other._rt = self._compiled, self._vocab, self._rt
+        other._states = list(self._states)
+        other._tokens = list(self._tokens)
+        other.last_rejection = None
+        return other
+
+    # ------------------------------------------------------------------ masks
+
+    def mask_words(self) -> np.ndarray:
+        """The current mask as ``uint32`` words (read-only; bit ``i`` allows token ``i``)."""
+        s = self._states[-1]
+        if s is _ENDED:
+            return np.zeros(self._vocab.words, dtype=np.uint32)
+        return self._rt.masks.mask(s)
+
+    def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
+        """Write the current mask into row ``index`` of an ``int32`` bitmask.
+
+        ``bitmask`` is a numpy array or a torch tensor of shape ``(batch, ceil(V / 32))`` or
+        ``(ceil(V / 32),)``, the layout xgrammar and llguidance use: bit ``i % 32`` of word
+        ``i // 32`` allows token ``i``.
+        """
+        words = self.mask_words().view(np.int32)
+        row = bitmask[index] if getattr(bitmask, "ndim", 1) == 2 else bitmask
+        if isinstance(row, np.ndarray):
+            np.copyto(row, words)
+        else:  # a torch tensor; torch is only touched when the caller passes one
+            import torch
+
+            row.copy_(torch.from_numpy(words))
+
+    def allowed_token_ids(self) -> list[int]:
+        """The legal next token ids, end-of-sequence ids included when the value is complete."""
+        bits = np.unpackbits(self.mask_words().view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self._vocab.size]).tolist()
+
+    def forced_bytes(self) -> bytes:
+        """The bytes every continuation must start with (the grammar allows nothing else)."""
+        return self._rt.forced(self._states[-1])
+
+    def forced_text(self) -> str:
+        """:meth:`forced_bytes` as text, cut before an incomplete UTF-8 character."""
+        data = self.forced_bytes()
+        for cut in range(len(data), max(len(data) - 4, -1), -1):
+            try:
+                return data[:cut].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+        return ""
+
+    # ------------------------------------------------------------------ diagnostics
+
+    def _explain(self, state: StackSet, token_id: int) -> str:
+        data = self._vocab.tokens[token_id] if 0 <= token_id < self._vocab.size else None
+        if data is None:
+            return f"token {token_id} is special or unknown and never matches grammar text"
+        sm = self._rt.machine
+        s = state
+        for k, b in enumerate(data):
+            nxt = sm.step_set(s, b)
+            if not nxt:
+                expected = "".join(sorted(_show(x) for x in sm.next_bytes(s)))
+                return (f"token {token_id} ({data!r}) is not allowed: byte {k} ({_show(b)}) "
+                        f"does not fit; expected one of [{expected[:80]}]"
+                        + (" or end-of-sequence" if ACCEPT in s else ""))
+            s = nxt
+        return f"token {token_id} ({data!r}) is not allowed here"
+
+
+def _show(b: int) -> str:
+    return chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}"

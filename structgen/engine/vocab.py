@@ -1,0 +1,267 @@
+"""Token vocabularies as byte strings, and a sorted index of them for trie walks.
+
+The grammar engine reads bytes, so every token id maps to the bytes it stands for:
+
+* byte-level BPE (GPT-2 style, e.g. SmolLM2): token strings are bytes spelt through the GPT-2
+  byte-to-unicode map; we invert it;
+* SentencePiece (e.g. Gemma): ``▁`` is a space and ``<0xNN>`` is the raw byte ``NN``;
+* added tokens that are plain text stay text; special tokens (control tokens, chat markers,
+  Gemma's thousands of ``<unused>`` slots) map to ``None`` and never match grammar text;
+* ids between ``len(tokenizer)`` and the model's logits width are ``None`` too.
+
+Example
+-------
+>>> v = Vocabulary([b"a", b"b", b"ab", None], eos_ids=[3])
+>>> v.size, sorted(v.eos_ids), v.index.keys
+(4, [3], [b'a', b'ab', b'b'])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import weakref
+from bisect import bisect_left
+from collections import OrderedDict
+from functools import cached_property
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = ["Vocabulary", "TokenIndex", "vocabulary_for"]
+
+
+def _gpt2_unicode_to_byte() -> dict[str, int]:
+    # The GPT-2 map sends printable latin-1 bytes to themselves and the rest to U+0100 onward.
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out = {chr(b): b for b in keep}
+    n = 0
+    for b in range(256):
+        if b not in keep:
+            out[chr(256 + n)] = b
+            n += 1
+    return out
+
+
+_GPT2 = _gpt2_unicode_to_byte()
+_CONTROL = re.compile(r"^(<[^<>\s]+>|\[[A-Za-z_]+\])$")
+
+
+#: Entries kept in a vocabulary's shared mask cache (each holds about one bitmask: 6 KB for a
+#: 49k vocabulary, 32 KB for 262k).
+MASK_CACHE_ENTRIES = 4096
+
+
+class LRUCache(OrderedDict):
+    """A dict that forgets its least recently used entries beyond ``maxsize``."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if len(self) > self.maxsize:
+            self.popitem(last=False)
+
+
+class TokenIndex:
+    """Distinct non-empty token byte strings, sorted, with each one's token ids.
+
+    Sorted order makes a trie implicit: tokens sharing a prefix are contiguous (a subtree ends at
+    :func:`prefix_range_end`), and ``lcp[i]`` is the common-prefix length of ``keys[i-1]`` and
+    ``keys[i]``, so a walk in key order can reuse the state of the shared prefix.
+    """
+
+    def __init__(self, tokens: list[bytes | None]) -> None:
+        by_bytes: dict[bytes, list[int]] = {}
+        for tid, data in enumerate(tokens):
+            if data:
+                by_bytes.setdefault(data, []).append(tid)
+        self.keys: list[bytes] = sorted(by_bytes)
+        self.ids: list[tuple[int, ...]] = [tuple(by_bytes[k]) for k in self.keys]
+        self.lcp: list[int] = [0] * len(self.keys)
+        for i in range(1, len(self.keys)):
+            a, b = self.keys[i - 1], self.keys[i]
+            n = min(len(a), len(b))
+            j = 0
+            while j < n and a[j] == b[j]:
+                j += 1
+            self.lcp[i] = j
+
+
+def prefix_range_end(keys: list[bytes], prefix: bytes, lo: int, hi: int) -> int:
+    """Index of the first key in ``keys[lo:hi]`` (sorted) greater than every ``prefix...`` key."""
+    p = prefix.rstrip(b"\xff")
+    if not p:
+        return hi
+    upper = p[:-1] + bytes((p[-1] + 1,))
+    return bisect_left(keys, upper, lo, hi)
+
+
+class Vocabulary:
+    """A tokenizer's tokens as bytes, its end-of-sequence ids and the logits width.
+
+    Parameters
+    ----------
+    tokens
+        ``tokens[i]`` is the byte string of token ``i``, or ``None`` for tokens that never match
+        grammar text (special tokens, unused ids).
+    eos_ids
+        Token ids that end a sequence; the matcher allows them exactly when the value is complete.
+    size
+        Width of the logits (``>= len(tokens)``); ids past ``len(tokens)`` are always masked.
+    """
+
+    def __init__(self, tokens: Iterable[bytes | None], *, eos_ids: Iterable[int],
+                 size: int | None = None, name: str = "") -> None:
+        self.tokens: list[bytes | None] = list(tokens)
+        self.size = max(size or 0, len(self.tokens))
+        self.tokens += [None] * (self.size - len(self.tokens))
+        self.eos_ids = frozenset(int(i) for i in eos_ids)
+        self.name = name
+        for i in self.eos_ids:
+            if not 0 <= i < self.size:
+                raise ValueError(f"end-of-sequence id {i} is outside the vocabulary (size {self.size})")
+            self.tokens[i] = None
+        #: per-vocabulary cache of token-mask facts shared by every grammar (see structgen.engine.masks);
+        #: bounded, so a server compiling schema after schema does not grow without limit
+        self.mask_cache: LRUCache = LRUCache(MASK_CACHE_ENTRIES)
+        #: names of the mask-fact files in this vocabulary's disk cache folder (listed lazily)
+        self.facts_on_disk: set[str] | None = None
+
+    @property
+    def words(self) -> int:
+        """Number of 32-bit words of a token bitmask."""
+        return (self.size + 31) // 32
+
+    def token_bytes(self, token_ids: Iterable[int]) -> bytes:
+        """The bytes that ``token_ids`` spell (special tokens spell nothing)."""
+        return b"".join(self.tokens[t] or b"" for t in token_ids)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        h = hashlib.sha1()
+        h.update(f"{self.size}|{sorted(self.eos_ids)}|".encode())
+        for t in self.tokens:
+            h.update(b"\x00" if t is None else len(t).to_bytes(2, "little") + t)
+        return h.hexdigest()[:20]
+
+    @cached_property
+    def index(self) -> TokenIndex:
+        return TokenIndex(self.tokens)
+
+    @cached_property
+    def eos_mask(self) -> np.ndarray:
+        return ids_to_mask(sorted(self.eos_ids), self.words)
+
+    def __getstate__(self) -> dict:
+        return {"tokens": self.tokens, "size": self.size, "eos_ids": self.eos_ids, "name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["tokens"], eos_ids=state["eos_ids"], size=state["size"], name=state["name"])
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({self.name or 'unnamed'}, size={self.size}, eos={sorted(self.eos_ids)})"
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any, *, vocab_size: int | None = None,
+                       eos_ids: Iterable[int] = (), generation_config: Any = None) -> "Vocabulary":
+        """Read a Hugging Face tokenizer (fast or slow) into a vocabulary.
+
+        ``vocab_size`` is the model's logits width when it exceeds ``len(tokenizer)``;
+        ``generation_config`` adds its ``eos_token_id`` (an int or a list) to the EOS set.
+        """
+        n = len(tokenizer)
+        pieces = tokenizer.convert_ids_to_tokens(list(range(n)))
+        decoder = ""
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is not None and backend.decoder is not None:
+            decoder = repr(backend.decoder)
+        byte_level = "ByteLevel" in decoder or (not decoder and any(p and "Ġ" in p for p in pieces[:5000]))
+        special = set(getattr(tokenizer, "all_special_ids", []) or [])
+        added_text: dict[int, str] = {}
+        for tid, tok in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items():
+            content = str(getattr(tok, "content", tok))
+            # Gemma leaves markers like <start_of_image> and [multimodal] unflagged: treat
+            # bracketed single words as control tokens too, never as text.
+            if getattr(tok, "special", False) or _CONTROL.match(content):
+                special.add(int(tid))
+            else:
+                added_text[int(tid)] = content
+        tokens: list[bytes | None] = []
+        for tid, piece in enumerate(pieces):
+            if tid in special or piece is None:
+                tokens.append(None)
+            elif tid in added_text:
+                tokens.append(added_text[tid].encode("utf-8"))
+            elif byte_level:
+                tokens.append(_byte_level_bytes(piece))
+            else:
+                tokens.append(_sentencepiece_bytes(piece))
+        eos = set(eos_ids)
+        if tokenizer.eos_token_id is not None:
+            eos.add(int(tokenizer.eos_token_id))
+        if generation_config is not None:
+            g = getattr(generation_config, "eos_token_id", None)
+            eos.update([g] if isinstance(g, int) else list(g or []))
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        return cls(tokens, eos_ids=eos, size=vocab_size, name=str(name))
+
+
+def _byte_level_bytes(piece: str) -> bytes:
+    try:
+        return bytes(_GPT2[c] for c in piece)
+    except KeyError:  # not byte-mapped (an added token spelt as text)
+        return piece.encode("utf-8")
+
+
+def _sentencepiece_bytes(piece: str) -> bytes:
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        try:
+            return bytes((int(piece[3:5], 16),))
+        except ValueError:
+            pass
+    return piece.replace("\u2581", " ").encode("utf-8")
+
+
+def ids_to_mask(ids: "Iterable[int] | np.ndarray", words: int) -> np.ndarray:
+    """Pack token ids into a ``uint32`` bitmask of ``words`` words (bit ``i % 32`` of word ``i // 32``)."""
+    idx = ids if isinstance(ids, np.ndarray) else np.fromiter(ids, dtype=np.int64)
+    out = np.zeros(words, dtype=np.uint32)
+    if idx.size:
+        np.bitwise_or.at(out, idx >> 5, np.left_shift(np.uint32(1), (idx & 31).astype(np.uint32)))
+    return out
+
+
+_BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, Vocabulary]" = weakref.WeakKeyDictionary()
+
+
+def vocabulary_for(tokenizer: Any, **options: Any) -> Vocabulary:
+    """The :class:`Vocabulary` of a tokenizer, built once per tokenizer object.
+
+    A :class:`Vocabulary` passes through unchanged.
+    """
+    if isinstance(tokenizer, Vocabulary):
+        return tokenizer
+    if options:
+        return Vocabulary.from_tokenizer(tokenizer, **options)
+    try:
+        vocab = _BY_TOKENIZER.get(tokenizer)
+    except TypeError:
+        vocab = None
+    if vocab is None:
+        vocab = Vocabulary.from_tokenizer(tokenizer)
+        try:
+            _BY_TOKENIZER[tokenizer] = vocab
+        except TypeError:
+            pass
+    return vocab

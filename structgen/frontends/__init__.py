@@ -1,0 +1,1 @@
+"""structgen.frontends."""

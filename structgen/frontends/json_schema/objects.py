@@ -1,0 +1,523 @@
+"""Objects of a JSON schema as grammar rules: members in order, extra keys by pattern, counts.
+
+An object is written as its defined properties in schema order (each optional one may be left
+out), then additional members. What an additional member may be depends on its key:
+
+- no ``patternProperties``: any key but the defined ones (the shared JSON-string counter with
+  those keys excluded), valued by ``additionalProperties``;
+- ``patternProperties``: the keys are split into regions by the patterns they match (a key
+  matching ``^x-`` and not ``^y-``, ...); each region is a key automaton (pattern automata
+  intersected, the others subtracted, the defined keys taken out), valued by the conjunction of
+  its patterns' subschemas, and the region no pattern matches by ``additionalProperties``;
+- ``propertyNames``: every key automaton is intersected with the string language of its
+  schema, and a defined key that it rejects is forbidden.
+
+``minProperties``/``maxProperties`` count members: the rule for "members from ``i`` on" is split
+by the count written so far (capped where larger counts behave alike), and a member is offered
+only when the counts can still end in range, so no state is a dead end.
+
+Example
+-------
+>>> from structgen.frontends.json_schema.translate import schema_to_grammar
+>>> from structgen.engine.compiler import CompiledGrammar
+>>> from structgen.engine.vocab import Vocabulary
+>>> g = schema_to_grammar({"type": "object", "patternProperties": {"^x-": {"type": "integer"}},
+...                        "additionalProperties": False}, whitespace="compact")
+>>> m = CompiledGrammar(g, Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])).matcher()
+>>> [m.advance(b) for b in b'{"x-a":1,"y'][-1]
+False
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from structgen.core.budget import BudgetExceededError
+from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
+from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, alt, seq
+from structgen.frontends.json_text import JSON_CHAR, char_encodings, spellings
+from structgen.frontends.regex.ecma import char_set_ir, pattern_to_ir
+from structgen.core.regular import difference, intersect, matcher
+from structgen.frontends.json_schema.merge import Conj, Merged, Part, join_pointer
+
+if TYPE_CHECKING:
+    from structgen.frontends.json_schema.translate import _Converter
+
+__all__ = ["object_expr", "object_of", "Needs", "MAX_ASKED_MEMBERS", "key_except", "MAX_KEY_REGIONS", "MAX_ANY_ORDER_KEYS", "NOTHING"]
+
+#: patternProperties whose patterns split keys into more regions than this (the sets of
+#: patterns a key can match at once, over the merged schemas) are refused: up to 2**patterns
+#: when they overlap, patterns + 1 when they are disjoint (the common case: distinct prefixes).
+MAX_KEY_REGIONS = 16
+#: An object whose schema gives its keys no one order matches them in any order when walking,
+#: up to this many keys (one rule per set of keys written).
+MAX_ANY_ORDER_KEYS = 6
+
+Member = tuple[str, Ref, bool]  # key, value rule, required
+
+
+def object_expr(cv: "_Converter", m: Merged) -> Expr:
+    """The grammar of the objects ``m`` allows (``m`` is one merged alternative of type object)."""
+    names = _names_language(cv, m.property_names) if m.property_names else None
+    name_ok = None if names is None else matcher(names)
+    asked = _asked_members(cv, m)
+    members: list[Member] = []
+    keys = list(m.properties) + [k for k in m.required if k not in m.properties]
+    spelt = {key: json.dumps(key, ensure_ascii=False)[1:-1].encode() for key in keys}
+    for key in keys:
+        required = key in m.required
+        if name_ok is not None and not name_ok(spelt[key]):
+            if required:
+                raise no_value(SchemaError(f"required key {key!r} fails propertyNames",
+                                           pointer=m.property_names[0].pointer))
+            continue  # forbidden: it is also outside every additional key's language
+        # a required key that can have no value: no object (the error says why); an optional one
+        # is left out
+        value = cv.position(m.value_at(key)) if required else cv.position_or_none(m.value_at(key))
+        if value is not None:
+            members.append((key, value, required))
+    extra = _extra_member(cv, m, set(keys), names)
+    needs = None if not asked else _needs(cv, m, asked, members, spelt, set(keys), names)
+    lo, hi = m.min_properties, m.max_properties
+    if hi is not None and hi < lo:
+        raise no_value(SchemaError("maxProperties is below minProperties: no object fits",
+                                   pointer=m.max_properties_pointer))
+    if (not m.one_order and not cv.canonical and len(members) <= MAX_ANY_ORDER_KEYS
+            and (lo, hi) == (0, None)):
+        return object_any_order(cv, members, extra, needs)
+    return object_of(cv, members, extra, lo, hi, m.min_properties_pointer or m.pointer, needs)
+
+
+# -- members that ``not`` asks for
+
+#: At most this many members asked for by negations in one object (a rule per subset of them).
+MAX_ASKED_MEMBERS = 4
+
+
+@dataclass
+class Needs:
+    """Members an object must have (``not`` over ``additionalProperties``, ``patternProperties``,
+    ``propertyNames``), numbered as bits of ``full``. ``member_hits[key][bits]``: the value of a
+    named member that is every member of ``bits`` at once; ``extra_hits[bits]``: an additional
+    ``key : value`` that is."""
+
+    full: int
+    member_hits: dict[str, dict[int, Ref]]
+    extra_hits: dict[int, Expr]
+
+    @functools.cached_property
+    def extra_cover(self) -> int:  # what additional members can provide (asked in loops: once)
+        out = 0
+        for bits in self.extra_hits:
+            out |= bits
+        return out
+
+    def hits(self, key: str, got: int) -> list[tuple[int, Ref]]:
+        """(bits, value) for the member ``key`` providing some of what ``got`` lacks."""
+        return [(bits, ref) for bits, ref in self.member_hits.get(key, {}).items() if not bits & got]
+
+
+def _with(conj: Conj, also: list[Part]) -> Conj:
+    return Conj(conj.parts + tuple(also)) if also else conj
+
+
+def _asked_members(cv: "_Converter", m: Merged) -> list[tuple[Expr, Part | None]]:
+    """The key language and value schema of each member the object must have."""
+    if len(m.some_members) > MAX_ASKED_MEMBERS:
+        raise UnsupportedFeatureError("not", pointer=m.some_members[MAX_ASKED_MEMBERS].pointer,
+                                      hint=f"{len(m.some_members)} negations each require a member "
+                                           f"(limit {MAX_ASKED_MEMBERS})")
+    out = []
+    anything = Repeat(_char(cv), 0, None)
+    for some in m.some_members:
+        what = f"the keys `not` asks for at {some.pointer}"
+        kind = some.keys[0]
+        if kind == "pattern":
+            keys = pattern_to_ir(some.keys[1], pointer=some.pointer, canonical=cv.canonical)
+        elif kind == "names":
+            keys = difference(anything, _names_language(cv, [some.keys[1]]), what=what)
+        else:  # extra: neither named nor matched by a pattern
+            _, named, patterns = some.keys
+            taken = [spellings(k) for k in named]
+            taken += [pattern_to_ir(p, pointer=some.pointer, canonical=cv.canonical) for p in patterns]
+            keys = difference(anything, alt(*taken), what=what) if taken else anything
+        out.append((keys, some.value))
+    return out
+
+
+def _needs(cv: "_Converter", m: Merged, asked: list[tuple[Expr, Part | None]], members: list[Member],
+           spelt: dict[str, bytes], defined: set[str], names: Expr | None) -> Needs:
+    """Which named and additional members can be which asked-for members (every subset)."""
+    full = (1 << len(asked)) - 1
+    accepts = [matcher(keys) for keys, _ in asked]
+    member_hits: dict[str, dict[int, Ref]] = {}
+    for key, _, _ in members:
+        mine = sum(1 << j for j, ok in enumerate(accepts) if ok(spelt[key]))
+        for bits in range(1, full + 1):
+            if bits & mine == bits:
+                also = [asked[j][1] for j in range(len(asked)) if bits >> j & 1 and asked[j][1] is not None]
+                ref = cv.position_or_none(_with(m.value_at(key), also))
+                if ref is not None:
+                    member_hits.setdefault(key, {})[bits] = ref
+    extra_hits: dict[int, Expr] = {}
+    parts = _key_parts(cv, m, defined)  # the same for every subset: built once
+    for bits in range(1, full + 1):
+        chosen = [asked[j] for j in range(len(asked)) if bits >> j & 1]
+        keys = chosen[0][0] if len(chosen) == 1 else intersect(*(k for k, _ in chosen), what="the keys `not` asks for")
+        hit = _extra_member(cv, m, defined, names, (keys, [v for _, v in chosen if v is not None]), parts)
+        if hit is not None:
+            extra_hits[bits] = hit
+    needs = Needs(full, member_hits, extra_hits)
+    cover = needs.extra_cover
+    for hits in member_hits.values():
+        for bits in hits:
+            cover |= bits
+    if cover != full:
+        missing = next(j for j in range(len(asked)) if not cover >> j & 1)
+        raise no_value(SchemaError("no member of this object can be the one `not` asks for",
+                                   pointer=m.some_members[missing].pointer))
+    return needs
+
+
+# -- additional members
+
+
+def _char(cv: "_Converter") -> Expr:
+    return char_set_ir([(0, 0x10FFFF)], canonical=True) if cv.canonical else JSON_CHAR
+
+
+#: The empty language: no string content at all.
+NOTHING = Fsm(((),), frozenset())
+
+
+def _names_language(cv: "_Converter", parts: list[Part]) -> Expr:
+    """The string contents the ``propertyNames`` schemas ``parts`` all allow (their union over
+    merged alternatives, each the string automaton the frontend builds for a string schema)."""
+    options: list[Expr] = []
+    try:
+        alternatives = cv.merger.alternatives(Conj(tuple(parts)))
+    except SchemaError as err:
+        if not is_no_value(err):
+            raise
+        return NOTHING  # propertyNames: false, say: only the empty object
+    for alternative in alternatives:
+        if alternative.enum is not None:
+            options += [spellings(v) for v in alternative.enum if isinstance(v, str)]
+        elif "string" in alternative.kinds:
+            options.append(cv.string_content(alternative))
+    return alt(*options) if options else NOTHING
+
+
+def _key_parts(cv: "_Converter", m: Merged, defined: set[str]) -> tuple[dict[str, Expr], list[Expr], list]:
+    """What every additional member of the object shares: the languages of its key patterns,
+    the keys outside ``defined`` (a list of at most one), and the key regions."""
+    patterns = list(dict.fromkeys(p for rules, _ in m.key_rules for p, _ in rules))
+    anything = Repeat(_char(cv), 0, None)
+    languages = {}
+    for p in patterns:
+        where = next(sub.pointer for rules, _ in m.key_rules for q, sub in rules if q == p)
+        try:
+            languages[p] = pattern_to_ir(p, pointer=where, canonical=cv.canonical)
+        except UnsupportedFeatureError as err:
+            raise UnsupportedFeatureError("patternProperties", pointer=where, hint=err.hint) from err
+    not_named = ([difference(anything, alt(*(spellings(k) for k in defined)), what=f"the additional keys at {m.pointer or '/'}")]
+                 if defined else [])
+    regions = _regions(cv, m, patterns, languages)
+    if regions is None:  # lenient dropped them: every key is additional
+        regions = [([], [])]
+    return languages, not_named, regions
+
+
+def _extra_member(cv: "_Converter", m: Merged, defined: set[str], names: Expr | None,
+                  some: tuple[Expr, list[Part]] | None = None,
+                  parts: "tuple[dict[str, Expr], list[Expr], list] | None" = None) -> Expr | None:
+    """``key : value`` for the keys outside ``defined`` (and inside ``names``, the
+    ``propertyNames`` language), or None when there can be none. With ``some`` (keys, value
+    schemas): only the members that are also members ``not`` asks for. ``parts``: what
+    :func:`_key_parts` gives, when the caller asks for several ``some``."""
+    ws = cv.ws
+    colon = seq(ws, Lit(b":"), ws)
+    if not m.key_rules and names is None and some is None:
+        value = _additional_value(cv, m)
+        return None if value is None else seq(key_except(cv, defined), colon, value)
+    languages, not_named, regions = parts if parts is not None else _key_parts(cv, m, defined)
+    anything = Repeat(_char(cv), 0, None)
+    base: list[Expr] = list(not_named)
+    if names is not None:
+        base.append(names)
+    if some is not None:
+        base.append(some[0])
+    options: list[Expr] = []
+    for inside, outside in regions:
+        value = (_additional_value(cv, m, some and some[1]) if not inside
+                 else _region_value(cv, m, inside, some and some[1]))
+        if value is None:
+            continue
+        pieces = [languages[p] for p in inside] + base
+        if outside:
+            pieces.append(difference(anything, alt(*(languages[p] for p in outside)), what=f"the additional keys at {m.pointer or '/'}"))
+        try:
+            key = (anything if not pieces else pieces[0] if len(pieces) == 1
+                   else intersect(*pieces, what=f"the additional keys at {m.pointer or '/'}"))
+        except BudgetExceededError:
+            raise
+        except CompileError as err:
+            raise UnsupportedFeatureError("patternProperties", pointer=m.pointer, hint=str(err)) from err
+        if isinstance(key, Fsm) and not key.accept:
+            continue  # no key falls in this region
+        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
+        options.append(seq(cv.rule(f"key_{digest}", seq(Lit(b'"'), key, Lit(b'"'))), colon, value))
+    return alt(*options) if options else None
+
+
+def _regions(cv: "_Converter", m: Merged, patterns: list[str],
+             languages: dict[str, Expr]) -> list[tuple[list[str], list[str]]] | None:
+    """The regions of keys: (patterns a key matches, patterns it must not match), found by
+    intersecting pattern by pattern and dropping empty intersections as they appear; a pattern
+    disjoint from a region's patterns is in neither list (nothing to take out)."""
+    found: list[tuple[list[str], list[str]]] = []
+    what = f"the key patterns at {m.pointer or '/'}"
+
+    def walk(i: int, inside: list[str], outside: list[str], language: Expr | None) -> None:
+        if len(found) > MAX_KEY_REGIONS:
+            return
+        if i == len(patterns):
+            found.append((inside, outside))
+            return
+        both = languages[patterns[i]] if language is None else intersect(language, languages[patterns[i]], what=what)
+        if isinstance(both, Fsm) and not both.accept:  # disjoint from the region: nothing to take out
+            walk(i + 1, inside, outside, language)
+            return
+        walk(i + 1, inside + [patterns[i]], outside, both)
+        walk(i + 1, inside, outside + [patterns[i]], language)
+
+    try:
+        walk(0, [], [], None)
+    except BudgetExceededError:
+        raise
+    except CompileError as err:
+        raise UnsupportedFeatureError("patternProperties", pointer=m.pointer, hint=str(err)) from err
+    if len(found) > MAX_KEY_REGIONS:
+        cv.refuse("patternProperties", m.pointer,
+                  f"{len(patterns)} key patterns split keys into more than {MAX_KEY_REGIONS} regions "
+                  "(sets of patterns one key can match)")
+        return None  # lenient: the patterns dropped
+    return found
+
+
+def _additional_value(cv: "_Converter", m: Merged, also: list[Part] | None = None) -> Ref | None:
+    """The value of a key no pattern matches: ``additionalProperties`` (strict: closed unless
+    given) and ``also``, or None when no such key can be there."""
+    if m.key_rules:
+        extras = [extra for _, extra in m.key_rules if extra is not None]
+        given = m.additional is not None
+        conj = Conj(tuple(extras)) if extras else Conj()
+    else:
+        given = m.additional is not None
+        conj = m.additional if given else Conj()
+    if not given and cv.strict:
+        return None
+    conj = _with(conj, also)
+    if not conj.parts:
+        return cv.convert(True, join_pointer(m.pointer, "additionalProperties"))
+    return cv.position_or_none(conj)
+
+
+def _region_value(cv: "_Converter", m: Merged, inside: list[str], also: list[Part] | None = None) -> Ref | None:
+    """The value of a key matching exactly the patterns ``inside``: their subschemas, and the
+    ``additionalProperties`` of conjuncts whose own patterns it does not match (and ``also``)."""
+    parts: list[Part] = []
+    for rules, extra in m.key_rules:
+        mine = [sub for p, sub in rules if p in inside]
+        parts += mine if mine else ([extra] if extra is not None else [])
+    return cv.position_or_none(_with(Conj(tuple(parts)), also))
+
+
+def key_except(cv: "_Converter", defined: set[str]) -> Expr:
+    """A JSON string whose decoded value is none of ``defined``, however it is spelt.
+
+    The body is the shared JSON-string counter with the defined keys excluded (every spelling of
+    every character), so masks inside the key stay the shared string masks.
+    """
+    if not defined:
+        return cv.primitive("string")
+    digest = hashlib.sha1(json.dumps(sorted(defined)).encode()).hexdigest()[:10]
+    words = frozenset(tuple(frozenset(char_encodings(ch)) for ch in key) for key in defined)
+    chars = cv.rule(f"chars_except_{digest}", Counted(JSON_CHAR, 0, None, words))
+    return cv.rule(f"key_except_{digest}", seq(Lit(b'"'), chars, Lit(b'"')))
+
+
+# -- member sequences
+
+
+def object_of(cv: "_Converter", members: list[Member], extra: Expr | None, lo: int = 0,
+              hi: int | None = None, count_pointer: str = "", needs: Needs | None = None) -> Expr:
+    """``{`` members in order (optional ones may be left out), then additional ones ``}``, with
+    ``lo``..``hi`` members in all.
+
+    ``tail(i, c, got)``: what may follow once ``c`` members are written, from member ``i`` on;
+    shared rules, so the object stays linear in its properties (times the counts that matter).
+    With ``needs`` (members ``not`` asks for), ``got`` holds the bits of those written so far,
+    and ``}`` needs them all. A member is offered only where the object can still end in range
+    with every bit, so no state is a dead end.
+    """
+    ws = cv.ws
+    comma = seq(ws, Lit(b","), ws)
+    colon = seq(ws, Lit(b":"), ws)
+    n = len(members)
+    cap = hi if hi is not None else lo  # counts above it behave alike
+    full = needs.full if needs is not None else 0
+    extra_hits = needs.extra_hits if needs is not None else {}
+    inf = float("inf")
+
+    def hits(i: int, got: int) -> list[tuple[Ref, int]]:  # member i as some asked-for members
+        return [(ref, got | bits) for bits, ref in needs.hits(members[i][0], got)] if needs is not None else []
+
+    fewest_memo: dict[tuple[int, int], float] = {}
+
+    def fewest(i: int, got: int) -> float:  # fewest members still to write, from member i, to end with every bit
+        key = (i, got)
+        if key not in fewest_memo:
+            if i == n:  # additional members only
+                best = 0 if got == full else min((1 + fewest(n, got | bits) for bits in extra_hits
+                                                 if not bits & got), default=inf)
+            else:
+                best = 1 + min([fewest(i + 1, got)] + [fewest(i + 1, after) for _, after in hits(i, got)])
+                if not members[i][2]:
+                    best = min(best, fewest(i + 1, got))
+            fewest_memo[key] = best
+        return fewest_memo[key]
+
+    def feasible(i: int, c: int, got: int = full) -> bool:  # the object can still end well
+        most = inf if extra is not None else c + (n - i)
+        least = c + fewest(i, got)
+        return least <= (inf if hi is None else hi) and most >= max(lo, least)
+
+    uid = len(cv.rules)
+
+    def extras(c: int, got: int = full) -> Expr:  # additional members after c members (c >= 1)
+        if got == full:
+            if extra is None:
+                return Seq(())
+            room = None if hi is None else hi - c
+            return Repeat(seq(comma, extra), max(lo - c, 0), room)
+        c = min(c, cap) if hi is None else c
+        name = f"obj{uid}_extras{c}_got{got}"
+        if name not in cv.rules:
+            if hi is None and c >= lo:  # counts are met: any additional members, some asked for
+                cv.rules[name] = seq(Repeat(seq(comma, extra), 0, None), alt(*(
+                    seq(comma, hit, extras(c + 1, got | bits)) for bits, hit in extra_hits.items()
+                    if not bits & got and feasible(n, c + 1, got | bits))))
+            else:  # one member at a time while counts still matter (finitely many c)
+                options = [seq(comma, extra, extras(c + 1, got))] if feasible(n, c + 1, got) else []
+                options += [seq(comma, hit, extras(c + 1, got | bits)) for bits, hit in extra_hits.items()
+                            if not bits & got and feasible(n, c + 1, got | bits)]
+                cv.rules[name] = alt(*options)
+        return Ref(name)
+
+    def written(i: int, got: int) -> list[tuple[Ref, int]]:  # member i's values, with the bits after
+        return [(members[i][1], got)] + hits(i, got)
+
+    def tail(i: int, c: int, got: int = full) -> Expr:
+        c = min(c, cap) if hi is None else c
+        if i == n:
+            return extras(c, got)
+        name = f"obj{uid}_tail{i}_{c}" + ("" if got == full else f"_got{got}")
+        if name not in cv.rules:
+            key, _, req = members[i]
+            options: list[Expr] = []
+            for value, after in written(i, got):
+                if feasible(i + 1, c + 1, after):
+                    options.append(seq(comma, cv.key_literal(key), colon, value, tail(i + 1, c + 1, after)))
+            if not req and feasible(i + 1, c, got):
+                options.append(tail(i + 1, c, got))
+            cv.rules[name] = alt(*options)  # never empty: entered only when feasible
+        return Ref(name)
+
+    firsts: list[Expr] = []
+    for i, (key, _, req) in enumerate(members):
+        for value, after in written(i, 0):
+            if feasible(i + 1, 1, after):
+                firsts.append(seq(cv.key_literal(key), colon, value, tail(i + 1, 1, after)))
+        if req:
+            break
+    else:
+        if extra is not None:  # the first additional member is some of those asked for, or none
+            if feasible(n, 1, 0):
+                firsts.append(seq(extra, extras(1, 0)))
+            firsts += [seq(hit, extras(1, bits)) for bits, hit in extra_hits.items() if feasible(n, 1, bits)]
+    options: list[Expr] = []
+    if lo == 0 and full == 0 and not any(req for *_, req in members):
+        options.append(seq(Lit(b"{"), ws, Lit(b"}")))
+    if firsts:
+        options.append(seq(Lit(b"{"), ws, alt(*firsts), ws, Lit(b"}")))
+    if not options:
+        raise no_value(SchemaError(f"no object has {lo} to {hi} members here", pointer=count_pointer))
+    return alt(*options)
+
+
+def object_any_order(cv: "_Converter", members: list[Member], extra: Expr | None,
+                     needs: Needs | None = None) -> Expr:
+    """Members in any order, additional ones anywhere: for walking an object whose schema gives
+    its keys no one order (``properties`` merged from several subschemas, required keys outside
+    ``properties``). One rule per set of members written, hence :data:`MAX_ANY_ORDER_KEYS`.
+    ``needs`` as for :func:`object_of`: the members ``not`` asks for, written anywhere."""
+    ws = cv.ws
+    comma = seq(ws, Lit(b","), ws)
+    colon = seq(ws, Lit(b":"), ws)
+    full = needs.full if needs is not None else 0
+    items = [seq(cv.key_literal(key), colon, value) for key, value, _ in members]
+    required = sum(1 << i for i, (_, _, req) in enumerate(members) if req)
+    uid = len(cv.rules)
+
+    def hits(i: int, got: int) -> list[tuple[int, Expr]]:  # member i as some members asked for
+        key = members[i][0]
+        return ([(bits, seq(cv.key_literal(key), colon, ref)) for bits, ref in needs.hits(key, got)]
+                if needs is not None else [])
+
+    def live(done: int, got: int) -> bool:  # the members not yet written can still give the rest
+        cover = got | (needs.extra_cover if needs is not None else 0)
+        for i in range(len(members)):
+            if not done >> i & 1:
+                for bits, _ in hits(i, 0):
+                    cover |= bits
+        return cover == full
+
+    def rest(done: int, got: int = full) -> Ref:  # what may follow once ``done`` members were written
+        name = f"obj{uid}_any{done}" + ("" if got == full else f"_got{got}")
+        if name not in cv.rules:
+            cv.rules[name] = Seq(())  # reserved while its options are built
+            options = [seq(comma, items[i], rest(done | 1 << i, got)) for i in range(len(items))
+                       if not done >> i & 1 and live(done | 1 << i, got)]
+            for i in range(len(items)):
+                if not done >> i & 1:
+                    options += [seq(comma, hit, rest(done | 1 << i, got | bits)) for bits, hit in hits(i, got)
+                                if live(done | 1 << i, got | bits)]
+            if needs is not None and got != full:
+                options += [seq(comma, hit, rest(done, got | bits)) for bits, hit in needs.extra_hits.items()
+                            if not bits & got and live(done, got | bits)]
+            if done & required == required and got == full:
+                options.append(seq(ws, Lit(b"}")))
+            body = alt(*options)
+            if extra is not None:
+                body = seq(Repeat(seq(comma, extra), 0, None), body)
+            cv.rules[name] = body
+        return Ref(name)
+
+    firsts = [seq(items[i], rest(1 << i, 0 if full else full)) for i in range(len(items)) if live(1 << i, 0)]
+    for i in range(len(items)):
+        firsts += [seq(hit, rest(1 << i, bits)) for bits, hit in hits(i, 0) if live(1 << i, bits)]
+    if needs is not None:
+        firsts += [seq(hit, rest(0, bits)) for bits, hit in needs.extra_hits.items() if live(0, bits)]
+    if extra is not None and live(0, 0):
+        firsts.append(seq(extra, rest(0, 0 if full else full)))
+    options: list[Expr] = []
+    if not required and not full:
+        options.append(seq(Lit(b"{"), ws, Lit(b"}")))
+    if firsts:
+        options.append(seq(Lit(b"{"), ws, alt(*firsts)))
+    return alt(*options)

@@ -1,0 +1,198 @@
+"""Lexer rules on a scannerless grammar: tokens end where a lexer would end them.
+
+A grammar file's terminals are matched inside the byte-level grammar, with no separate lexer.
+Left alone, that accepts splits no lexer makes: ``SELECTname`` as the keyword ``SELECT``
+followed by the column ``name``, ``12`` as two numbers, or a comment that stops before its
+line ends. A query written that way does not run. So, like a lexer, a token (or a piece of
+ignored text) may only end before a byte that no terminal could read next:
+
+    a token that read the text ``w`` may be followed by the byte ``c`` only if no terminal of
+    the grammar (ignored ones included) matches a text that starts with ``w c``.
+
+That is maximal munch looking one byte ahead: ``SELECT`` then ``n`` is refused because an
+identifier could read ``SELECTn``; ``a`` then ``1`` is fine when identifiers have no digits.
+(A lexer that backtracks further, or Python's first-matching-alternative regex, can differ
+when a longer terminal starts to match and then fails: with terminals ``ab``, ``abcd`` and
+``c``, the text ``abc`` followed by something else. structgen refuses that split.)
+
+How: the bytes a token forbids next depend only on the state of the union of all terminals'
+automata after its text. Each terminal rule is split by that set (most terminals have one or
+two), and each part gets a *lookahead* (:attr:`structgen.core.ir.Grammar.lookahead`): the runtime
+checks the next byte when the rule returns (:mod:`structgen.engine.pda`). Ignored text before a token
+is written into the calling rule, with the same check built into its automaton between pieces
+and before the token.
+
+Example
+-------
+Two words, ignored spaces between: without the lexer rule ``abcd`` would also read as ``ab``
+``cd``; with it, a word may not end before a letter:
+
+>>> from structgen.core.ir import Grammar, Lit, Ref, Repeat, ByteClass, seq
+>>> word = Repeat(ByteClass.of("a-z"), 1, None)
+>>> g = Grammar.of("two", two=seq(Ref("W"), Ref("W")), W=seq(Repeat(Lit(b" "), 0, None), word))
+>>> from structgen.core.automaton import build_automaton
+>>> from structgen.engine.pda import StackMachine, ACCEPT
+>>> sm = StackMachine(build_automaton(apply_lexer(g, {"W": word}, Lit(b" "))))
+>>> [ACCEPT in sm.step_bytes(sm.initial(), s) for s in (b"ab cd", b"abcd", b" ab  cd")]
+[True, False, True]
+"""
+
+from __future__ import annotations
+
+from structgen.core.automaton import _regular_dfa
+from structgen.errors import CompileError
+from structgen.core.ir import Expr, Fsm, Grammar, Ref, Repeat, alt, seq, substitute
+from structgen.core.regular import _as_fsm, _minimize, _trim
+
+__all__ = ["apply_lexer", "IGNORE_RULE"]
+
+#: The rule for ignored text at the end of the input.
+IGNORE_RULE = "%ignore"
+
+_Dfa = tuple[list[dict[int, int]], list[bool]]
+
+
+def _dfa(e: Expr) -> _Dfa:
+    got = _regular_dfa(e, "terminal")
+    if any(got.calls):
+        raise CompileError("internal error: a terminal calls a rule")
+    return got.trans, got.accept
+
+
+def _split_by_exit(trans: list[dict[int, int]], order: list, exits) -> dict[frozenset[int], Expr]:
+    """``{forbidden bytes: automaton}``: the explored automaton, one copy per exit class, each
+    accepting where ``exits(state)`` yields that class."""
+    accepts: dict[frozenset[int], list[bool]] = {}
+    for q, state in enumerate(order):
+        for forbidden in exits(state):
+            accepts.setdefault(forbidden, [False] * len(order))[q] = True
+    return {f: _as_fsm(*_minimize(*_trim(trans, acc))) for f, acc in accepts.items()}
+
+
+def _explore(start, step) -> tuple[list[dict[int, int]], list]:
+    """The automaton reachable from ``start``; ``step(state)`` yields ``(byte, next state)``."""
+    index = {start: 0}
+    order = [start]
+    trans: list[dict[int, int]] = []
+    i = 0
+    while i < len(order):
+        row = {}
+        for b, nxt in step(order[i]):
+            j = index.get(nxt)
+            if j is None:
+                j = index[nxt] = len(order)
+                order.append(nxt)
+            row[b] = j
+        trans.append(row)
+        i += 1
+    return trans, order
+
+
+def _token(term: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
+    """One token of ``term``, split by the bytes it forbids next (the union automaton's bytes
+    after the token's text)."""
+    tt, ta = term
+    ut, _ = union
+
+    def step(state):
+        q, u = state
+        return [(b, (t, ut[u][b])) for b, t in tt[q].items() if b in ut[u]]
+
+    trans, order = _explore((0, 0), step)
+    return _split_by_exit(trans, order, lambda st: [frozenset(ut[st[1]])] if ta[st[0]] else [])
+
+
+def _ignored_run(ignore: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
+    """One or more ignored pieces, each ending only before a byte it cannot read on (the lexer
+    rule inside the run), split by what the last piece forbids next."""
+    gt, ga = ignore
+    ut, _ = union
+
+    def step(threads):  # a thread: (piece state, union state) or ("gap", forbidden)
+        moves: dict[int, set] = {}
+        for th in threads:
+            if th[0] == "gap":
+                for b, g in gt[0].items():
+                    if b not in th[1] and b in ut[0]:
+                        moves.setdefault(b, set()).add((g, ut[0][b]))
+            else:
+                g, u = th
+                for b, g2 in gt[g].items():
+                    if b in ut[u]:
+                        moves.setdefault(b, set()).add((g2, ut[u][b]))
+        out = []
+        for b, nxt in moves.items():
+            gaps = {("gap", frozenset(ut[u])) for g, u in nxt if ga[g]}
+            out.append((b, frozenset(nxt | gaps)))
+        return out
+
+    trans, order = _explore(frozenset({("gap", frozenset())}), step)
+    return _split_by_exit(trans, order, lambda threads: [th[1] for th in threads if th[0] == "gap"]
+                          if threads != order[0] else [])
+
+
+def _without_first(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
+    """``fsm`` minus its texts that start with a byte of ``first`` (None: nothing is left)."""
+    trans = [{b: t for cls, t in row for b in cls.bytes()} for row in fsm.edges]
+    trans[0] = {b: t for b, t in trans[0].items() if b not in first}
+    if not trans[0]:
+        return None
+    return _as_fsm(*_minimize(*_trim(trans, [q in fsm.accept for q in range(len(trans))])))
+
+
+def _first_bytes(fsm: Fsm) -> frozenset[int]:
+    return frozenset(b for cls, _ in fsm.edges[0] for b in cls.bytes())
+
+
+def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | None") -> Grammar:
+    """The grammar with lexer rules applied (see the module docstring).
+
+    ``grammar`` reads bytes only inside its terminal rules (named in ``terminals``, which maps
+    each to its language without ignored text) and :data:`IGNORE_RULE`, which it may call at
+    the end of the input; ``ignore`` is one piece of ignored text, or None.
+
+    Each call of a terminal becomes: an optional run of ignored text, written into the calling
+    rule, then a call of the token's rule. (As a rule of its own, the run would be cheaper to
+    compile, but nearly every token crosses out of it, ``" int"``, and those crossings cost a
+    walk per place that calls it.) Where the run's last piece forbids some first bytes of the
+    token, the call goes to a copy of the token's rule without them.
+    """
+    union = _dfa(alt(*terminals.values(), *([ignore] if ignore is not None else [])))
+    runs = sorted(_ignored_run(_dfa(ignore), union).items(), key=lambda kv: sorted(kv[0])) \
+        if ignore is not None else []
+    lookahead: list[tuple[str, frozenset[int]]] = []
+    new_rules: dict[str, list[tuple[str, Expr]]] = {}
+    sites: dict[str, Expr] = {}
+    for name, lang in terminals.items():
+        by_exit = sorted(_token(_dfa(lang), union).items(), key=lambda kv: sorted(kv[0]))
+        names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
+        new_rules[name] = []
+        for n, (forbidden, body) in zip(names, by_exit):
+            new_rules[name].append((n, body))
+            if forbidden:
+                lookahead.append((n, forbidden))
+        options: list[Expr] = [alt(*(Ref(n) for n in names))]
+        for k, (after_run, run) in enumerate(runs):
+            calls: list[Expr] = []
+            for n, (forbidden, body) in zip(names, by_exit):
+                if not _first_bytes(body) & after_run:  # type: ignore[arg-type]
+                    calls.append(Ref(n))
+                    continue
+                rest = _without_first(body, after_run)  # type: ignore[arg-type]
+                if rest is not None:
+                    calls.append(Ref(f"{n}/{k}"))
+                    new_rules[name].append((f"{n}/{k}", rest))
+                    if forbidden:
+                        lookahead.append((f"{n}/{k}", forbidden))
+            if calls:
+                options.append(seq(run, alt(*calls)))
+        sites[name] = alt(*options)
+    if runs:
+        sites[IGNORE_RULE] = alt(*(run for _, run in runs))
+    out: list[tuple[str, Expr]] = []
+    for name, body in grammar.rules:
+        if name in new_rules:
+            out += new_rules[name]
+        elif name != IGNORE_RULE:
+            out.append((name, substitute(body, sites.get)))
+    return Grammar(tuple(out), grammar.start, tuple(lookahead)).checked()

@@ -1,0 +1,440 @@
+"""SQL for one SQLite database: the query grammar specialised to its tables and columns.
+
+``grammars/sqlite.lark`` reads any SQLite query; :func:`compile_sql` replaces its two name
+terminals with one database's names, so a table position takes a real table and a column
+position a real column (bare, ``qualifier.column``, quoted in any of SQLite's three ways, in
+any case). Names a query makes up itself — aliases, common table expressions, a subquery's
+output columns — cannot be checked left to right by a context-free grammar (a table alias is
+often used before ``FROM`` declares it), so :meth:`CompiledSql.undeclared_names` checks them
+once the text is complete: each made-up name used must be declared somewhere in the query.
+
+The database is only ever read: a path is opened with ``mode=ro``; a ``sqlite3.Connection``
+gets an authorizer that allows reads only and a progress-handler time limit while structgen
+uses it (see :class:`ReadOnly`).
+
+Example
+-------
+>>> import sqlite3, structgen
+>>> from structgen.engine.vocab import Vocabulary
+>>> con = sqlite3.connect(":memory:")
+>>> _ = con.execute("CREATE TABLE singer (name TEXT, age INT)")
+>>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+>>> sql = structgen.compile_sql(con, vocab, strict=True)
+>>> def walks(text):
+...     m = sql.matcher()
+...     return all(m.advance(b) for b in text.encode()) and m.can_end()
+>>> walks("SELECT name FROM singer WHERE age > 30"), walks("SELECT nme FROM singer")
+(True, False)
+>>> sql.undeclared_names("SELECT s.name, s.age FROM singer AS s ORDER BY years")
+[('years', 47)]
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from structgen.errors import StructgenError
+
+Whitespace = Literal["any", "spaces"]
+
+__all__ = ["SqlSchema", "CompiledSql", "ReadOnly", "SqlError", "compile_sql", "read_schema",
+           "sql_grammar_text", "SQL_GRAMMAR"]
+
+#: The bundled SQLite query grammar (Lark format).
+SQL_GRAMMAR = Path(__file__).resolve().parents[1] / "grammars" / "sqlite.lark"
+_NAME_SLOTS = "TABLE_NAME: NAME\nCOLUMN_NAME: NAME\n"
+#: What strict=True rewrites: table and column positions, and qualifiers, take only the database's
+#: names; tables and subqueries get no alias (``author.name`` stays valid); a made-up name (a
+#: column alias, a type) is at most 30 characters, a number 15 digits (and 9 decimals), a
+#: string 80 characters, so a small model cannot ramble in one.
+_STRICT_RULES = (
+    ("table: TABLE_NAME | NAME\n", "table: TABLE_NAME\n"),
+    ("column: (qualifier \".\")? (COLUMN_NAME | NAME)\n", "column: (qualifier \".\")? COLUMN_NAME\n"),
+    ("qualifier: TABLE_NAME | NAME\n", "qualifier: TABLE_NAME\n"),
+    ('table_or_subquery: table ("AS"i? alias)? (("INDEXED"i "BY"i NAME) | ("NOT"i "INDEXED"i))?\n'
+     '                 | "(" select_stmt ")" ("AS"i? alias)?\n',
+     'table_or_subquery: table\n                 | "(" select_stmt ")"\n'),
+    ("NAME: /[A-Za-z_][A-Za-z0-9_$]*/ | QUOTED_NAME\n", "NAME: /[A-Za-z_][A-Za-z0-9_]{0,29}/\n"),
+    # Literals of bounded length, so a small model cannot spin out digits or text forever.
+    ("NUMBER: /[0-9]+(\\.[0-9]*)?([eE][+-]?[0-9]+)?/ | /\\.[0-9]+([eE][+-]?[0-9]+)?/ | /0[xX][0-9a-fA-F]+/\n",
+     "NUMBER: /[0-9]{1,15}(\\.[0-9]{0,9})?/\n"),
+    ("STRING: /'([^']|'')*'/\n", "STRING: /'([^'\\n]|''){0,80}'/\n"),
+    ("DQ_STRING: /\"([^\"]|\"\")*\"/\n", "DQ_STRING: /\"[^\"\\n]{0,80}\"/\n"),
+)
+#: What whitespace="spaces" rewrites: whitespace is spaces only (``%ignore`` still allows a run).
+_SPACES_ONLY = (("WS: /[ \\t\\r\\n]+/\n", 'WS: " "\n'),)
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
+
+
+class SqlError(StructgenError, ValueError):
+    """A database that cannot be read, or a grammar compile_sql cannot fill in."""
+
+
+# ---------------------------------------------------------------------- the database, read only
+
+class ReadOnly:
+    """A context manager lending a read-only view of ``database`` (a path or a connection).
+
+    A path opens a new ``mode=ro`` connection, closed on exit. A ``sqlite3.Connection`` gets an
+    authorizer that denies everything but reads and a progress handler that stops a statement
+    after ``time_limit`` seconds; on exit both are removed. (``sqlite3`` cannot report a handler
+    set before, so one of the caller's own is not put back: set it again after the call.)
+
+    Example
+    -------
+    >>> import sqlite3
+    >>> con = sqlite3.connect(":memory:")
+    >>> with ReadOnly(con) as ro:
+    ...     ro.execute("CREATE TABLE t (x)")
+    Traceback (most recent call last):
+    sqlite3.DatabaseError: not authorized
+    """
+
+    _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+                getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+    _PRAGMAS = {"table_info", "table_xinfo", "foreign_key_list", "index_list", "database_list"}
+
+    def __init__(self, database: "str | os.PathLike[str] | sqlite3.Connection", *,
+                 time_limit: float = 10.0) -> None:
+        self.database = database
+        self.time_limit = time_limit
+        self._con: sqlite3.Connection | None = None
+        self._deadline = 0.0
+
+    def __enter__(self) -> sqlite3.Connection:
+        if isinstance(self.database, sqlite3.Connection):
+            con = self.database
+        else:
+            path = Path(self.database)
+            if not path.is_file():
+                raise SqlError(f"no SQLite database at {str(path)!r}")
+            con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        con.set_authorizer(self._authorize)
+        self._deadline = time.monotonic() + self.time_limit
+        con.set_progress_handler(self._progress, 10_000)
+        self._con = con
+        return con
+
+    def __exit__(self, *exc: Any) -> None:
+        con, self._con = self._con, None
+        if con is None:
+            return
+        con.set_authorizer(None)
+        con.set_progress_handler(None, 0)
+        if con is not self.database:
+            con.close()
+
+    def _authorize(self, action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
+        if action in self._ALLOWED:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA and str(arg1).lower() in self._PRAGMAS:
+            return sqlite3.SQLITE_OK
+        return sqlite3.SQLITE_DENY
+
+    def _progress(self) -> int:
+        return int(time.monotonic() > self._deadline)  # non-zero interrupts the statement
+
+
+# ---------------------------------------------------------------------- the schema
+
+@dataclass(frozen=True)
+class SqlSchema:
+    """A database's tables, their columns, and the DDL that creates them (shown to models)."""
+
+    tables: dict[str, tuple[str, ...]]
+    ddl: str
+
+    @property
+    def columns(self) -> list[str]:
+        """Every column name, each once (case kept as first seen)."""
+        seen: dict[str, str] = {}
+        for cols in self.tables.values():
+            for c in cols:
+                seen.setdefault(c.lower(), c)
+        return list(seen.values())
+
+
+def read_schema(database: "str | os.PathLike[str] | sqlite3.Connection") -> SqlSchema:
+    """The tables (and views) of ``database`` with their columns, read through :class:`ReadOnly`."""
+    with ReadOnly(database) as con:
+        try:
+            rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'view') "
+                               "AND name NOT LIKE 'sqlite_%' ORDER BY rowid").fetchall()
+            tables = {name: tuple(r[1] for r in con.execute(f"PRAGMA table_info({_quote(name)})"))
+                      for name, _ in rows}
+        except sqlite3.DatabaseError as err:
+            raise SqlError(f"cannot read the schema of {_describe(database)}: {err}") from err
+    if not tables:
+        raise SqlError(f"{_describe(database)} has no tables")
+    ddl = ";\n".join(sql.strip() for _, sql in rows if sql) + ";"
+    return SqlSchema(tables, ddl)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _describe(database: Any) -> str:
+    return "the connection" if isinstance(database, sqlite3.Connection) else repr(str(database))
+
+
+# ---------------------------------------------------------------------- the grammar
+
+def sql_grammar_text(schema: SqlSchema, grammar: "str | os.PathLike[str]" = SQL_GRAMMAR, *,
+                     strict: bool = False, whitespace: Whitespace = "any") -> str:
+    """The Lark text of ``grammar`` with its name terminals set to ``schema``'s tables and columns.
+
+    ``strict`` and ``whitespace`` as in :func:`compile_sql`. The same text can be handed to
+    other engines (the benchmark does).
+    """
+    text = Path(grammar).read_text(encoding="utf-8")
+    if _NAME_SLOTS not in text:
+        raise SqlError(f"{str(grammar)!r} does not end with the name terminals compile_sql fills in:\n"
+                       + _NAME_SLOTS)
+    names = (_names_terminal("TABLE_NAME", list(schema.tables))
+             + _names_terminal("COLUMN_NAME", schema.columns))
+    text = text.replace(_NAME_SLOTS, names)
+    rewrites = (_STRICT_RULES if strict else ()) + (_SPACES_ONLY if whitespace == "spaces" else ())
+    for loose, tight in rewrites:
+        if loose not in text:
+            raise SqlError(f"{str(grammar)!r} lacks the line that strict=True or whitespace='spaces' "
+                           f"rewrites: {loose!r}")
+        text = text.replace(loose, tight)
+    return text
+
+
+def _names_terminal(label: str, names: list[str]) -> str:
+    """``LABEL: /bare|names/i | /"quoted"|`names`|[names]/i``, longest names first."""
+    names = sorted(names, key=lambda n: (-len(n), n))
+    bare = [_lark_regex(re.escape(n)) for n in names if _BARE.match(n)]
+    quoted = []
+    for n in names:
+        quoted += [re.escape('"' + n.replace('"', '""') + '"'), re.escape("`" + n.replace("`", "``") + "`")]
+        if "]" not in n:
+            quoted.append(re.escape(f"[{n}]"))
+    alts = ([f"/{'|'.join(bare)}/i"] if bare else []) + [f"/{'|'.join(_lark_regex(q) for q in quoted)}/i"]
+    return f"{label}: " + " | ".join(alts) + "\n"
+
+
+def _lark_regex(pattern: str) -> str:
+    return pattern.replace("/", "\\/")
+
+
+@dataclass
+class CompiledSql:
+    """The SQL grammar compiled for one database and one vocabulary.
+
+    ``grammar`` is the :class:`~structgen.CompiledGrammar` (``matcher()`` walks tokens through
+    it), ``schema`` what it was specialised to, ``text`` its Lark text.
+    """
+
+    grammar: Any
+    schema: SqlSchema
+    text: str
+    _tables: dict[str, frozenset[str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._tables = {t.lower(): frozenset(c.lower() for c in cols) for t, cols in self.schema.tables.items()}
+
+    def matcher(self) -> Any:
+        """A fresh :class:`~structgen.Matcher` at the start of a query."""
+        return self.grammar.matcher()
+
+    def undeclared_names(self, sql: str) -> list[tuple[str, int]]:
+        """Made-up names ``sql`` uses but never declares, as ``(name, offset)``; [] when none.
+
+        A made-up name is declared after ``AS``, right after a table or a subquery (an alias
+        without ``AS``), as a common table expression (``name AS (`` or ``name (a, b) AS (``) or
+        in its column list. Real tables, columns, functions, keywords and double-quoted text that
+        SQLite reads as a string are never reported. ``t.column``, where ``t`` is a real table
+        or an alias of one, must name a column of that table.
+        """
+        return undeclared_names(sql, self._tables)
+
+
+def compile_sql(database: "str | os.PathLike[str] | sqlite3.Connection", tokenizer: Any, *,
+                strict: bool = False, whitespace: Whitespace = "any",
+                grammar: "str | os.PathLike[str]" = SQL_GRAMMAR) -> CompiledSql:
+    """Compile the SQLite query grammar for ``database``'s tables and columns over ``tokenizer``.
+
+    Parameters
+    ----------
+    database
+        A path to a SQLite file or a ``sqlite3.Connection``; it is only read (:class:`ReadOnly`).
+    tokenizer
+        A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
+    strict
+        ``False`` (default): a table or column position also takes a made-up name (an alias, a
+        common table expression, a subquery's output column), which
+        :meth:`CompiledSql.undeclared_names` holds to a declaration once the text is complete.
+        ``True``: only the database's tables and columns fit there; made-up names can still be
+        declared and used as qualifiers (``T1.name``). Generation uses ``True``.
+    whitespace
+        ``"any"``: any run of spaces, tabs and newlines between tokens; ``"spaces"``: spaces only
+        (what generation uses, so a small model cannot wander off into blank lines).
+    grammar
+        The query grammar; its last two lines must be ``TABLE_NAME: NAME`` and ``COLUMN_NAME: NAME``.
+
+    Raises
+    ------
+    SqlError
+        The database cannot be read or has no tables.
+
+    Example
+    -------
+    >>> compiled = compile_sql("examples/data/shop.sqlite", tokenizer, strict=True)  # doctest: +SKIP
+    >>> compiled.matcher().advance(...)                                              # doctest: +SKIP
+    """
+    from structgen.engine.compiler import _compiler_for
+
+    return compile_schema(read_schema(database), _compiler_for(tokenizer), strict=strict,
+                          whitespace=whitespace, grammar=grammar)
+
+
+def compile_schema(schema: SqlSchema, compiler: Any, *, strict: bool = False, whitespace: Whitespace = "any",
+                   grammar: "str | os.PathLike[str]" = SQL_GRAMMAR) -> CompiledSql:
+    """:func:`compile_sql` for a schema already read, on a :class:`~structgen.Compiler` (which
+    keeps the compiled grammar for the same names)."""
+    text = sql_grammar_text(schema, grammar, strict=strict, whitespace=whitespace)
+    return CompiledSql(compiler.grammar_file(text, start="start"), schema, text)
+
+
+# ---------------------------------------------------------------------- the name check
+
+_LEXEME = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<string>'(?:[^']|'')*'?)
+  | (?P<dq>"(?:[^"]|"")*"?)
+  | (?P<quoted>`(?:[^`]|``)*`?|\[[^\]]*\]?)
+  | (?P<blob>[xX]'[0-9a-fA-F]*'?)
+  | (?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)
+  | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
+  | (?P<punct>\|\||->>|->|<>|<=|>=|==|!=|<<|>>|.)
+""", re.VERBOSE | re.DOTALL)
+
+
+@functools.lru_cache(maxsize=None)
+def _keywords() -> frozenset[str]:
+    """The grammar's keywords, lower case (read on first use, not when structgen is imported)."""
+    words = re.findall(r'"([A-Za-z_]+)"i', SQL_GRAMMAR.read_text(encoding="utf-8"))
+    return frozenset(w.lower() for w in words)
+
+
+_COLLATIONS = frozenset({"nocase", "binary", "rtrim"})
+
+
+@dataclass
+class _Lexeme:
+    kind: str
+    text: str
+    offset: int
+
+    @property
+    def name(self) -> str | None:
+        """The identifier this lexeme names (unquoted, lower case), or None."""
+        if self.kind == "word" and self.text.lower() not in _keywords():
+            return self.text.lower()
+        if self.kind in ("quoted", "dq") and len(self.text) >= 2:
+            inner = self.text[1:-1]
+            if self.text[0] == '"':
+                inner = inner.replace('""', '"')
+            elif self.text[0] == "`":
+                inner = inner.replace("``", "`")
+            return inner.lower()
+        return None
+
+    def is_word(self, *words: str) -> bool:
+        return self.kind == "word" and self.text.lower() in words
+
+
+def _lex(sql: str) -> list[_Lexeme]:
+    return [_Lexeme(m.lastgroup or "punct", m.group(), m.start())
+            for m in _LEXEME.finditer(sql) if m.lastgroup != "space"]
+
+
+def _declared(lexemes: list[_Lexeme], tables: dict[str, frozenset[str]]) -> tuple[set[str], dict[str, str]]:
+    """The made-up names ``lexemes`` declare, and which real table each alias stands for."""
+    names: set[str] = set()
+    bound: dict[str, str] = {}
+    for i, lx in enumerate(lexemes):
+        name = lx.name
+        if name is None:
+            continue
+        before = lexemes[i - 1] if i else None
+        after = lexemes[i + 1] if i + 1 < len(lexemes) else None
+        if before is not None and (before.is_word("as") or _ends_operand(before)):
+            names.add(name)  # `x AS name`, `table name`, `(subquery) name`, `count(*) name`
+            source = lexemes[i - 2] if before.is_word("as") and i >= 2 else before
+            qualified = source is not before and i >= 3 and lexemes[i - 3].text == "."
+            table = source.name if source.name in tables and not qualified else None
+            # `table [AS] alias` (not `t.column AS alias`); an alias bound twice differently is
+            # in two scopes, which a lexical check cannot tell apart: then it is left unbound
+            bound[name] = table if bound.get(name, table) == table else None
+        elif after is not None and after.is_word("as") and i + 2 < len(lexemes) and lexemes[i + 2].text == "(":
+            names.add(name)  # `name AS (` : a common table expression or a window
+        elif after is not None and after.text == "(" and _cte_columns(lexemes, i + 1, names):
+            names.add(name)  # `name (a, b) AS (`
+    return names, bound
+
+
+def _ends_operand(lx: _Lexeme) -> bool:
+    """Whether an alias may directly follow ``lx`` (the end of a table, subquery or expression)."""
+    if lx.kind in ("quoted", "dq", "string", "number", "blob"):
+        return True
+    if lx.kind == "word":
+        return lx.text.lower() not in _keywords() or lx.text.lower() in ("end", "null", "true", "false")
+    return lx.text == ")"
+
+
+def _cte_columns(lexemes: list[_Lexeme], open_at: int, names: set[str]) -> bool:
+    """If ``(`` at ``open_at`` opens a CTE's column list (``(a, b) AS (``), add the columns."""
+    j, cols = open_at + 1, []
+    while j < len(lexemes) and lexemes[j].text != ")":
+        if lexemes[j].text != ",":
+            if lexemes[j].name is None:
+                return False
+            cols.append(lexemes[j].name)
+        j += 1
+    if j + 2 < len(lexemes) and lexemes[j + 1].is_word("as") and lexemes[j + 2].text == "(":
+        names.update(cols)
+        return True
+    return False
+
+
+def undeclared_names(sql: str, tables: dict[str, frozenset[str]]) -> list[tuple[str, int]]:
+    """See :meth:`CompiledSql.undeclared_names`; ``tables`` maps real tables to their columns,
+    all lower case."""
+    lexemes = _lex(sql)
+    declared, bound = _declared(lexemes, tables)
+    known = set(tables).union(*tables.values())
+    problems = []
+    for i, lx in enumerate(lexemes):
+        name = lx.name
+        if name is None:
+            continue
+        after = lexemes[i + 1] if i + 1 < len(lexemes) else None
+        before = lexemes[i - 1] if i else None
+        if before is not None and before.text == "." and i >= 2:
+            table = lexemes[i - 2].name
+            table = bound[table] if table in bound else table
+            if table in tables:  # `t.column` with t a real table: a column of t
+                if name not in tables[table]:
+                    problems.append((f"{lexemes[i - 2].text}.{lx.text}", lexemes[i - 2].offset))
+                continue
+        if name in known or name in declared:
+            continue
+        if lx.kind == "dq" and (before is None or before.text != "."):
+            continue  # SQLite reads a double-quoted word that names nothing as a string
+        if lx.kind == "word" and after is not None and after.text == "(":
+            continue  # a function
+        if before is not None and before.is_word("collate") and name in _COLLATIONS:
+            continue
+        problems.append((lx.text, lx.offset))
+    return problems

@@ -1,0 +1,253 @@
+"""Text to SQL: a question and a SQLite database in, a query that runs out.
+
+The model sees the database's DDL and the question through the chat template and writes under
+the strict SQL grammar (:func:`structgen.compile_sql` with ``strict=True``): only real tables
+and columns fit where they go. What a grammar cannot check left to right — that a column
+belongs to a table named later in ``FROM``, that an alias is declared — is checked when the
+query is complete: first :meth:`~structgen.CompiledSql.undeclared_names`, then a read-only
+``EXPLAIN`` (and, with ``execute=True``, the query itself). On an error that names an
+identifier, decoding backtracks to it and bans the token chosen there; otherwise it samples
+again. Each failed attempt is kept in :attr:`SqlResult.attempts`.
+
+Example
+-------
+>>> gen = structgen.Generator()                                              # doctest: +SKIP
+>>> r = gen.sql("How many singers are there?", "concert_singer.sqlite", execute=True)  # doctest: +SKIP
+>>> r.sql, r.rows, r.retries                                                 # doctest: +SKIP
+('SELECT count(*) FROM singer', [(6,)], 0)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from structgen.decoding.loop import GenerationStats, decode
+from structgen.errors import DecodingError, IncompleteGenerationError
+from structgen.frontends.sql import CompiledSql, ReadOnly, _lex, compile_schema, read_schema
+
+if TYPE_CHECKING:
+    from structgen.api.generator import Generator
+
+__all__ = ["SqlAttempt", "SqlResult", "SqlGenerationError", "generate_sql_with", "locate", "sql_prompt"]
+
+
+@dataclass
+class SqlAttempt:
+    """One query that was written and refused: its text and why."""
+
+    sql: str
+    error: str
+
+
+@dataclass
+class SqlResult:
+    """A query that passed the checks (``EXPLAIN``; with ``execute=True`` it also ran).
+
+    ``rows`` and ``columns`` are filled by ``execute=True`` (at most ``max_rows`` rows);
+    ``attempts`` are the refused queries before this one, so ``retries == len(attempts)`` and
+    ``first_try`` is ``retries == 0``. ``stats`` add up every attempt's decoding.
+    """
+
+    sql: str
+    token_ids: list[int]
+    stats: GenerationStats
+    attempts: list[SqlAttempt] = field(default_factory=list)
+    rows: list[tuple] | None = None
+    columns: list[str] | None = None
+
+    @property
+    def retries(self) -> int:
+        return len(self.attempts)
+
+    @property
+    def first_try(self) -> bool:
+        return not self.attempts
+
+
+class SqlGenerationError(DecodingError):
+    """No query passed the checks within the retries; ``attempts`` holds each one and why."""
+
+    def __init__(self, message: str, *, attempts: list[SqlAttempt]) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+def sql_prompt(question: str, ddl: str) -> str:
+    """The user turn the model gets: the schema, the question and what to answer with."""
+    return (f"Here is the schema of a SQLite database:\n\n{ddl}\n\n"
+            f"Write one SQLite query that answers this question: {question}\n"
+            "Answer with only the SQL query.")
+
+
+def generate_sql_with(gen: "Generator", question: str,
+                      database: "str | os.PathLike[str] | sqlite3.Connection", *,
+                      execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256,
+                      max_rows: int = 1000, time_limit: float = 10.0, temperature: float = 0.0,
+                      retry_temperature: float = 0.8, seed: int | None = None,
+                      speculate: bool = True, strict: bool = True) -> SqlResult:
+    """See :meth:`structgen.Generator.sql`."""
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be >= 0, not {max_retries}")
+    schema = read_schema(database)
+    compiled = compile_schema(schema, gen.compiler, strict=strict, whitespace="spaces")
+    prompt_ids = gen._chat_ids(sql_prompt(question, schema.ddl))
+    vocab = gen.vocabulary
+
+    def ends_query(tokens: list[int]) -> bool:  # a ";" ends the query: nothing but spaces may follow
+        return (vocab.tokens[tokens[-1]] or b"").rstrip().endswith(b";")
+
+    attempts: list[SqlAttempt] = []
+    total = GenerationStats(prefill_tokens=len(prompt_ids))
+    prefix: list[int] = []
+    banned: dict[tuple[int, ...], set[int]] = {}
+    for attempt in range(max_retries + 1):
+        prefix, matcher = resume_point(compiled, prefix, banned)
+        sampling = temperature if attempt == 0 or prefix else max(temperature, retry_temperature)
+        try:
+            new, _, stats = decode(
+                gen.model, gen.tokenizer, vocab, matcher, prompt_ids + prefix,
+                max_new_tokens=max_new_tokens - len(prefix), temperature=sampling,
+                seed=None if seed is None else seed + attempt, speculate=speculate,
+                costs=gen.pass_costs if speculate else None, draft_ends=gen._draft_ends,
+                banned_first=banned.get(tuple(prefix), ()), stop=ends_query)
+        except IncompleteGenerationError as err:
+            _add(total, err.stats)
+            attempts.append(SqlAttempt(vocab.token_bytes(prefix).decode("utf-8", "replace") + err.partial_text,
+                                       f"max_new_tokens={max_new_tokens} ran out"))
+            prefix = []
+            continue
+        _add(total, stats)
+        tokens = prefix + new
+        text = vocab.token_bytes(tokens).decode("utf-8")
+        error, offset, rows, columns = _check(compiled, database, text, execute, max_rows, time_limit)
+        if error is None:
+            return SqlResult(text, tokens, total, attempts, rows, columns)
+        if not any(a.error == error for a in attempts):  # the first time: maybe the table is wrong
+            offset = _table_to_blame(compiled, text, error, offset)
+        attempts.append(SqlAttempt(text, error))
+        prefix = _backtrack(vocab, tokens, offset, banned)
+    raise SqlGenerationError(
+        f"no query passed the checks in {max_retries + 1} attempts; the last: "
+        f"{attempts[-1].sql!r}: {attempts[-1].error}", attempts=attempts)
+
+
+def resume_point(compiled: CompiledSql, prefix: list[int],
+                 banned: dict[tuple[int, ...], set[int]]) -> tuple[list[int], Any]:
+    """(prefix, a matcher past it) to decode from: ``prefix`` itself, or [] when every token
+    legal after it is banned there (backtracking cannot help: start again)."""
+    matcher = compiled.matcher()
+    for t in prefix:
+        matcher.advance(t)
+    if prefix and banned.get(tuple(prefix), set()).issuperset(matcher.allowed_token_ids()):
+        return [], compiled.matcher()
+    return prefix, matcher
+
+
+def _table_to_blame(compiled: CompiledSql, sql: str, error: str, offset: int | None) -> int | None:
+    """For ``no such column: x`` where ``x`` is a column of a table the query does not name, the
+    offset of the first table it names instead (the model more often picked the wrong table
+    than the wrong column); else ``offset``.
+
+    Example
+    -------
+    >>> from structgen.frontends.sql import SqlSchema
+    >>> shop = CompiledSql(None, SqlSchema({"people": ("name",), "items": ("price",)}, ""), "")
+    >>> _table_to_blame(shop, "SELECT avg(price) FROM people", "no such column: price", 11)
+    23
+    """
+    column = re.fullmatch(r"no such column: (\w+)", error)
+    if column is None:
+        return offset
+    tables = compiled._tables
+    lexemes = _lex(sql)
+    named = [lx for lx in lexemes if lx.name in tables]
+    owners = {t for t, cols in tables.items() if column.group(1).lower() in cols}
+    if not owners or not named or owners & {lx.name for lx in named}:
+        return offset
+    return named[0].offset
+
+
+def _add(total: GenerationStats, stats: GenerationStats | None) -> None:
+    if stats is None:
+        return
+    for name in ("forward_passes", "new_tokens", "drafted_tokens", "accepted_tokens", "rejected_drafts"):
+        setattr(total, name, getattr(total, name) + getattr(stats, name))
+    total.seconds += stats.seconds
+    total.speculation = stats.speculation
+
+
+def _check(compiled: CompiledSql, database: Any, sql: str, execute: bool, max_rows: int,
+           time_limit: float) -> tuple[str | None, int | None, list[tuple] | None, list[str] | None]:
+    """(error, offset of the identifier it names, rows, columns) for a complete query."""
+    undeclared = compiled.undeclared_names(sql)
+    if undeclared:
+        name, offset = undeclared[0]
+        return f"no such table or column: {name}", offset, None, None
+    with ReadOnly(database, time_limit=time_limit) as con:
+        try:
+            con.execute("EXPLAIN " + sql).fetchall()
+            if not execute:
+                return None, None, None, None
+            cursor = con.execute(sql)
+            rows = cursor.fetchmany(max_rows)
+            return None, None, rows, [d[0] for d in cursor.description or ()]
+        except sqlite3.Error as err:
+            message = str(err)
+            if message == "interrupted":
+                message = f"the query ran over time_limit={time_limit} s"
+            return message, locate(sql, message), None, None
+
+
+def locate(sql: str, message: str) -> int | None:
+    """Offset in ``sql`` of the identifier an SQLite error message names (``no such column: t.x``,
+    ``ambiguous column name: x``, ``misuse of aggregate: max()``, ``wrong number of arguments to
+    function f()``), or None.
+
+    Example
+    -------
+    >>> locate("SELECT a.x FROM t AS a", "no such column: a.x")
+    7
+    """
+    named = re.search(r"function (\w+)\(\)$", message) or re.search(r": (.+)$", message)
+    if named is None:
+        return None
+    wanted = named.group(1).strip().rstrip("()").lower().split(".")
+    lexemes = _lex(sql)
+    for i in range(len(lexemes)):
+        parts = lexemes[i:i + 2 * len(wanted) - 1]
+        names = [p.name if p.name is not None else p.text.lower() for p in parts[::2]]
+        if names == wanted and all(p.text == "." for p in parts[1::2]):
+            return lexemes[i].offset
+    return None
+
+
+def _backtrack(vocab: Any, tokens: list[int], offset: int | None,
+               banned: dict[tuple[int, ...], set[int]]) -> list[int]:
+    """The tokens to resume from: those before the one holding byte ``offset``; [] (start
+    again) when there is no offset.
+
+    At that position every token that would start writing the same name again, in any letter
+    case and any split into tokens (`` price``, `` pric`` + ``E``), is banned from now on.
+    """
+    if offset is None:
+        return []
+    text = vocab.token_bytes(tokens)
+    name = _lex(text[offset:].decode("utf-8", "replace"))
+    if not name:
+        return []
+    start = 0
+    for k, t in enumerate(tokens):
+        end = start + len(vocab.tokens[t] or b"")
+        if end > offset:
+            rewrite = text[start:offset + len(name[0].text.encode())].lower()
+            reach = offset - start  # a banned token must reach into the name
+            banned.setdefault(tuple(tokens[:k]), set()).update(
+                i for i, data in enumerate(vocab.tokens)
+                if data and len(data) > reach and rewrite.startswith(data.lower()))
+            return tokens[:k]
+        start = end
+    return []

@@ -1,0 +1,299 @@
+"""Tool calls on a model: the prompt (tools, earlier calls and results), decoding, the message.
+
+The call format comes from the tokenizer's chat template when it has a known one (its source
+shows ``<tool_call>``: Hermes/Qwen; ``"parameters": `` and ``ipython``: Llama 3) and it renders
+``tools=``; then the template shows the tools, earlier calls and results itself. A template
+without tools (SmolLM2's ignores ``tools=`` and fails on ``content: None``) gets the ``"json"``
+format, and structgen renders the tool list into the system turn, earlier calls as text in the
+assistant turn and results as a user turn, then applies the template to those plain messages.
+
+Example
+-------
+>>> from structgen import Generator                                         # doctest: +SKIP
+>>> tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+...     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+>>> r = Generator().tool_calls(tools, [{"role": "user", "content": "Weather in Paris?"}],
+...                            tool_choice="required")                       # doctest: +SKIP
+>>> r.message["tool_calls"][0]["function"]                                   # doctest: +SKIP
+{'name': 'get_weather', 'arguments': '{"city": "Paris"}'}
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from structgen.decoding.loop import GenerationStats, decode
+from structgen.errors import DecodingError, IncompleteGenerationError, StructgenError
+from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls, read_tool_choice,
+                         read_tools, tool_call_grammar)
+
+if TYPE_CHECKING:
+    from structgen.api.generator import Generator
+
+__all__ = ["ToolCallResult", "MessagesError", "generate_tool_calls_with", "tool_prompt", "template_format"]
+
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+class MessagesError(StructgenError, ValueError):
+    """The chat messages are malformed; the message says which one (by index) and why."""
+
+
+@dataclass
+class ToolCallResult:
+    """One assistant turn: ``message`` is the OpenAI-style assistant message.
+
+    ``message`` is ``{"role": "assistant", "content": str | None, "tool_calls": [...]}``, each
+    call ``{"id", "type": "function", "function": {"name", "arguments": <JSON text>}}``;
+    ``tool_calls`` is absent when the answer is text only. ``text`` is the raw output in
+    ``format``; ``finish_reason`` and ``stats`` as in :class:`~structgen.JsonResult`, plus
+    ``"repeated_call"``: the model began a call identical to an earlier one, and the answer was
+    ended before it (see ``stop_repeated_calls``); ``stats`` count the passes spent on it too.
+    """
+
+    message: dict[str, Any]
+    text: str
+    token_ids: list[int]
+    finish_reason: Literal["eos", "grammar", "stop", "repeated_call"]
+    stats: GenerationStats
+    format: str
+    #: how the prompt was made: "template" (the chat template showed the tools) or "structgen"
+    rendered_by: str
+
+
+def template_format(tokenizer: Any) -> ToolFormat | None:
+    """The format the tokenizer's chat template writes calls in, if it renders ``tools=``.
+
+    The template's source must carry the format's markers, and rendering one message with a
+    tool must differ from rendering it without (SmolLM2's template ignores ``tools``).
+    """
+    source = getattr(tokenizer, "chat_template", None)
+    if not isinstance(source, str):
+        return None
+    for fmt in FORMATS.values():
+        if fmt.template_markers and all(m in source for m in fmt.template_markers):
+            probe = [{"role": "user", "content": "?"}]
+            tool = {"type": "function", "function": {"name": "probe_tool", "description": "",
+                                                     "parameters": {"type": "object", "properties": {}}}}
+            try:
+                shown = tokenizer.apply_chat_template(probe, tools=[tool], tokenize=False)
+            except Exception:  # noqa: BLE001 - a template that cannot show tools is not used for them
+                return None
+            return fmt if "probe_tool" in shown else None
+    return None
+
+
+def tool_prompt(tokenizer: Any, specs: list[ToolSpec], messages: Any,
+                fmt: ToolFormat | None = None) -> tuple[str, ToolFormat, str]:
+    """(prompt text, format, "template" or "structgen") for ``messages`` with the tools shown.
+
+    ``fmt=None`` takes the template's own format when it has one (:func:`template_format`),
+    else ``"json"``. A given format that is the template's is rendered by the template too.
+    """
+    checked = _checked_messages(messages)
+    own = template_format(tokenizer)
+    if fmt is None:
+        fmt = own or FORMATS["json"]
+    if own is not None and own == fmt:
+        shaped = [_template_shape(m) for m in checked]
+        try:
+            text = tokenizer.apply_chat_template(shaped, tools=[_openai_tool(s) for s in specs],
+                                                 add_generation_prompt=True, tokenize=False)
+            return text, fmt, "template"
+        except Exception:  # noqa: BLE001 - e.g. Llama 3.1's template refuses two calls in one turn
+            pass
+    return _rendered(tokenizer, specs, checked, fmt), fmt, "structgen"
+
+
+def _checked_messages(messages: Any) -> list[dict[str, Any]]:
+    """The messages, checked: roles, contents, assistant calls (arguments parsed to dicts) and
+    tool results (their tool's name found from ``tool_call_id`` when not given)."""
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise MessagesError("messages must be a non-empty list of {'role', 'content'} dicts")
+    names: dict[str, str] = {}
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in _ROLES:
+            raise MessagesError(f"message {i}: needs a role among {_ROLES}, got {m!r:.80}")
+        role, content = m["role"], m.get("content")
+        content = _text_of(content, i)
+        calls = []
+        for k, call in enumerate(m.get("tool_calls") or []):
+            fn = call.get("function") if isinstance(call, dict) else None
+            if role != "assistant" or not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                raise MessagesError(f"message {i}: tool_calls[{k}] must be an assistant's "
+                                    '{"type": "function", "function": {"name", "arguments"}}')
+            args = fn.get("arguments", "{}")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except json.JSONDecodeError as err:
+                    raise MessagesError(f"message {i}: tool_calls[{k}] arguments are not JSON: {err}") from err
+            call_id = call.get("id") or f"call_{i}_{k}"
+            names[call_id] = fn["name"]
+            calls.append({"id": call_id, "name": fn["name"], "arguments": args})
+        item: dict[str, Any] = {"role": role, "content": content}
+        if calls:
+            item["tool_calls"] = calls
+        if role == "tool":
+            name = m.get("name") or names.get(m.get("tool_call_id", ""))
+            if name is None:
+                raise MessagesError(f"message {i}: a tool result needs the tool_call_id of an earlier "
+                                    "call (or a name)")
+            item.update(name=name, tool_call_id=m.get("tool_call_id", ""))
+        elif content is None and not calls:
+            raise MessagesError(f"message {i}: no content")
+        out.append(item)
+    return out
+
+
+def _text_of(content: Any, i: int) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts: the text ones
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    raise MessagesError(f"message {i}: content must be text, a list of parts or None")
+
+
+def _template_shape(m: dict[str, Any]) -> dict[str, Any]:
+    """A message as Hugging Face chat templates take it (calls with dict arguments)."""
+    out = {"role": m["role"], "content": m["content"] or ""}
+    if "tool_calls" in m:
+        out["tool_calls"] = [{"id": c["id"], "type": "function",
+                              "function": {"name": c["name"], "arguments": c["arguments"]}}
+                             for c in m["tool_calls"]]
+    if m["role"] == "tool":
+        out.update(name=m["name"], tool_call_id=m["tool_call_id"])
+    return out
+
+
+def _openai_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": spec.name, "description": spec.description,
+                                             "parameters": spec.parameters}}
+
+
+def _rendered(tokenizer: Any, specs: list[ToolSpec], messages: list[dict[str, Any]], fmt: ToolFormat) -> str:
+    """The prompt with tools, calls and results written as text, for templates without tools."""
+    listing = "\n".join(json.dumps(_openai_tool(s), ensure_ascii=False) for s in specs)
+    system = fmt.system_prompt.format(tools=listing)
+    plain: list[dict[str, str]] = []
+    for m in messages:
+        if m["role"] == "system":
+            system = m["content"] + "\n\n" + system
+        elif m["role"] == "tool":
+            content = m["content"] or ""
+            shown = fmt.result_text.format(name=m["name"], content=content,
+                                           content_json=json.dumps(content, ensure_ascii=False))
+            if plain and plain[-1].get("tool_results"):
+                plain[-1]["content"] += "\n" + shown
+            else:
+                plain.append({"role": "user", "content": shown, "tool_results": "1"})
+        elif "tool_calls" in m:
+            calls = call_text(fmt, [(c["name"], c["arguments"]) for c in m["tool_calls"]])
+            plain.append({"role": "assistant", "content": (m["content"] + "\n" if m["content"] else "") + calls})
+        else:
+            plain.append({"role": m["role"], "content": m["content"] or ""})
+    chat = [{"role": "system", "content": system}] + [{"role": p["role"], "content": p["content"]} for p in plain]
+    if not getattr(tokenizer, "chat_template", None):
+        return "".join(f"{p['role']}: {p['content']}\n" for p in chat) + "assistant: "
+    return tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+
+
+def generate_tool_calls_with(gen: "Generator", tools: Any, messages: Any, *, tool_choice: Any = "auto",
+                             parallel_tool_calls: bool = True, format: "str | ToolFormat | None" = None,
+                             strict: bool = True, max_new_tokens: int = 256, temperature: float = 0.0,
+                             top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                             speculate: bool = True, stop_repeated_calls: bool = True) -> ToolCallResult:
+    """:meth:`structgen.Generator.tool_calls` (see there)."""
+    specs = read_tools(tools)
+    mode, names = read_tool_choice(tool_choice, specs)
+    if isinstance(format, str) and format not in FORMATS:
+        raise ValueError(f"unknown tool-call format {format!r}; known: {sorted(FORMATS)}")
+    fmt = FORMATS[format] if isinstance(format, str) else format
+    prompt, fmt, rendered_by = tool_prompt(gen.tokenizer, specs, messages, fmt)
+    grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,
+                                strict=strict)
+    compiled = gen.compiler.grammar(grammar, source=tools)
+    ids = list(gen.tokenizer.encode(prompt, add_special_tokens=False))
+    try:
+        tokens, finish, stats = decode(
+            gen.model, gen.tokenizer, gen.vocabulary, compiled.matcher(), ids, max_new_tokens=max_new_tokens,
+            temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, speculate=speculate,
+            costs=gen.pass_costs if speculate else None, draft_ends=gen._draft_ends)
+    except IncompleteGenerationError as err:
+        if not stop_repeated_calls:
+            raise
+        cut = _without_repeats(gen, compiled, fmt, err.token_ids)
+        if cut is None:
+            raise
+        tokens, finish, stats = cut, "repeated_call", err.stats
+    else:
+        cut = _without_repeats(gen, compiled, fmt, tokens) if stop_repeated_calls else None
+        if cut is not None:
+            tokens, finish = cut, "repeated_call"
+    text = gen.vocabulary.token_bytes(tokens).decode("utf-8")
+    try:
+        content, calls = parse_calls(fmt, text)
+    except (ValueError, KeyError) as err:
+        raise DecodingError(f"internal error: the answer does not parse as {fmt.name} calls ({err}): {text!r}") from err
+    by_name = {s.name: s for s in specs}
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = []
+        for name, args in calls:
+            _check_arguments(by_name[name], args, text)
+            message["tool_calls"].append({
+                "id": "call_" + secrets.token_hex(12), "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}})
+    return ToolCallResult(message, text, tokens, finish, stats, fmt.name, rendered_by)
+
+
+def _without_repeats(gen: "Generator", compiled: Any, fmt: ToolFormat, tokens: list[int]) -> list[int] | None:
+    """The answer ended before its first repeated call, or None when no call repeats.
+
+    A small model, allowed parallel calls, tends to write the same call again and again until
+    the budget runs out. A call identical to an earlier one (name and arguments) is never
+    useful, so the answer ends after the call before it: the tokens up to there are kept and
+    the rest of that call plus the list's close are written canonically, checked by the grammar.
+    """
+    vocab = gen.vocabulary
+    data = vocab.token_bytes(tokens)
+    text = data.decode("utf-8", errors="ignore")
+    _, spans, _ = call_spans(fmt, text)
+    seen: set[tuple[str, str]] = set()
+    for k, (_, _, name, args) in enumerate(spans):
+        key = (name, json.dumps(args, sort_keys=True))
+        if key in seen:
+            break
+        seen.add(key)
+    else:
+        return None
+    end = len(text[:spans[k - 1][1]].encode())
+    keep, length = [], 0
+    for t in tokens:
+        size = len(vocab.token_bytes([t]))
+        if length + size > end:
+            break
+        keep.append(t)
+        length += size
+    tail = data[length:end] + fmt.list_close.encode()
+    try:
+        ended = keep + list(gen.tokenizer.encode(tail.decode("utf-8"), add_special_tokens=False))
+    except UnicodeDecodeError:  # the kept tokens end inside a character
+        return None
+    m = compiled.matcher()
+    if not (all(m.advance(t) for t in ended) and m.can_end()):
+        return None  # the tail's tokens do not fit: keep the model's own answer
+    return ended
+
+
+def _check_arguments(spec: ToolSpec, args: Any, text: str) -> None:
+    """The grammar guarantees valid arguments; check anyway, as :meth:`Generator.json` does."""
+    from jsonschema import Draft202012Validator
+
+    error = next(iter(Draft202012Validator(spec.parameters).iter_errors(args)), None)
+    if error is not None:
+        raise DecodingError(f"internal error: arguments of {spec.name} do not validate ({error.message}): {text!r}")
