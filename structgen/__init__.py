@@ -10,8 +10,8 @@ Example
 (True, 'alse')
 """
 
-from structgen.engine.compiler import (CompiledGrammar, Compiler, compile_grammar, compile_json_schema, compile_regex,
-                       prepare_vocabulary)
+from structgen.api.compile import (compile_grammar, compile_json_schema, compile_regex, compile_sql,
+                                   prepare_vocabulary)
 from .errors import (
     CompileError,
     DecodingError,
@@ -25,14 +25,16 @@ from structgen.decoding.loop import GenerationStats
 from structgen.api.generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex,
                         generate_sql, generate_tool_calls)
 from structgen.core.ir import Grammar
+from structgen.engine.compiled import CompiledGrammar
+from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
-from structgen.frontends.sql import CompiledSql, SqlError, compile_sql
+from structgen.frontends.sql import CompiledSql, SqlError
 from structgen.tasks.sql import SqlAttempt, SqlGenerationError, SqlResult
 from structgen.frontends.tool_calls import FORMATS as TOOL_FORMATS, ToolFormat, ToolSpecError
 from structgen.tasks.tool_calls import MessagesError, ToolCallResult
 from structgen.engine.vocab import Vocabulary
 
-__version__ = "0.1.0"
+from structgen.version import __version__
 
 __all__ = [
     "CompileError",

@@ -18,8 +18,8 @@ import pytest
 
 import structgen
 import structgen.frontends.json_schema.translate
-from structgen.engine import compiler as compiler_mod
-from structgen.engine.compiler import Compiler, compile_json_schema
+from structgen.engine import compile_cache, compiled as compiled_mod, compiler as compiler_mod
+from structgen import Compiler, compile_json_schema
 from structgen.engine.vocab import Vocabulary, vocabulary_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def cache(tmp_path, monkeypatch):
     """A private cache directory with the disk cache on; fresh shared compilers."""
     monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("STRUCTGEN_DISK_CACHE", "1")
-    monkeypatch.setattr(compiler_mod, "_COMPILERS", {})
+    monkeypatch.setattr(compiler_mod, "COMPILERS", {})
     return tmp_path
 
 
@@ -65,7 +65,7 @@ def forbid_compiling(monkeypatch) -> None:
         raise AssertionError("compiled although the disk cache holds the entry")
 
     monkeypatch.setattr(structgen.frontends.json_schema.translate, "translate_schema", refuse)
-    monkeypatch.setattr(compiler_mod, "build_automaton", refuse)
+    monkeypatch.setattr(compiled_mod, "build_automaton", refuse)
 
 
 def count_translations(monkeypatch) -> list[int]:
@@ -99,7 +99,7 @@ def test_a_new_compiler_loads_the_entry_without_compiling(cache, monkeypatch):
     assert entry.parent.name == entry.stem[:2] and len(entry.stem) == 64
 
     # "A later process": new vocabulary object, new compiler, no shared compilers.
-    monkeypatch.setattr(compiler_mod, "_COMPILERS", {})
+    monkeypatch.setattr(compiler_mod, "COMPILERS", {})
     forbid_compiling(monkeypatch)
     loaded = Compiler(byte_vocab()).json_schema(SCHEMA, whitespace="compact")
     assert loaded.grammar == first.grammar and loaded.relaxed == first.relaxed == ()
@@ -137,7 +137,7 @@ def test_the_memory_cache_stands_in_front(cache, monkeypatch):
     os.remove(entries(cache)[0])
     b = compiler.json_schema(json.loads(json.dumps(SCHEMA)))  # an equal schema, another object
     assert calls == [1] and entries(cache) == []  # neither recompiled nor read from disk
-    assert b.grammar is a.grammar and b._runtime() is a._runtime()  # one set of memo tables
+    assert b.grammar is a.grammar and b.runtime() is a.runtime()  # one set of memo tables
 
 
 # ------------------------------------------------------------------ misses
@@ -151,8 +151,8 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(cache, monkeypatch, damage):
         "truncate": good[: len(good) // 2],
         "empty": b"",
         "flip a byte": good[:-20] + bytes([good[-20] ^ 0xFF]) + good[-19:],
-        "other format": good.replace(b"structgen-compiled %d " % compiler_mod.CACHE_FORMAT,
-                                     b"structgen-compiled %d " % (compiler_mod.CACHE_FORMAT + 1), 1),
+        "other format": good.replace(b"structgen-compiled %d " % compile_cache.CACHE_FORMAT,
+                                     b"structgen-compiled %d " % (compile_cache.CACHE_FORMAT + 1), 1),
         "garbage": os.urandom(len(good)),
     }[damage]
     entry.write_bytes(bad)
@@ -170,7 +170,7 @@ def test_an_entry_stored_under_another_key_is_a_miss(cache, monkeypatch):
     Compiler(byte_vocab()).json_schema({"type": "string"})
     options = {"whitespace": "flexible", "strict": False, "canonical": False, "lenient": False}
     fingerprint = byte_vocab().fingerprint
-    path = {name: compiler_mod._entry_path(compiler_mod._entry_key({"type": name}, options,
+    path = {name: compile_cache.entry_path(compile_cache.entry_key({"type": name}, options,
                                                                     fingerprint))
             for name in ("integer", "string")}
     assert sorted(path.values()) == entries(cache)
@@ -281,7 +281,7 @@ def test_a_second_write_replaces_the_first_whole(cache, monkeypatch):
     first = Compiler(byte_vocab()).json_schema(SCHEMA)
     (entry,) = entries(cache)
     second = Compiler(byte_vocab(), disk_cache=False).json_schema(SCHEMA)  # an equal, other copy
-    compiler_mod._store_entry(entry, entry.stem, (second.grammar, (), second.automaton))
+    compile_cache.store_entry(entry, entry.stem, (second.grammar, (), second.automaton))
     assert entries(cache) == [entry] and list((cache / "compiled").rglob("*.tmp")) == []
     forbid_compiling(monkeypatch)
     assert Compiler(byte_vocab()).json_schema(SCHEMA).grammar == first.grammar

@@ -18,33 +18,30 @@ Example
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from structgen.engine.pda import ACCEPT, StackSet
+from structgen.engine.runtime import GrammarRuntime
 
-if TYPE_CHECKING:
-    from structgen.engine.compiler import CompiledGrammar
 
 __all__ = ["Matcher"]
 
 #: The state after an end-of-sequence token was accepted: nothing else may follow.
 _ENDED: StackSet = frozenset((-1,))
-_MAX_FORCED = 4096
 
 
 class Matcher:
-    """Walks token ids through a :class:`~structgen.engine.compiler.CompiledGrammar`.
+    """Walks token ids through a :class:`~structgen.engine.compiled.CompiledGrammar`.
 
     Create one with :meth:`CompiledGrammar.matcher`. Not thread-safe: use one per sequence
     (matchers of one compiled grammar share its memo tables).
     """
 
-    def __init__(self, compiled: "CompiledGrammar") -> None:
-        self._compiled = compiled
-        self._vocab = compiled.vocabulary
-        self._rt = compiled._runtime()
+    def __init__(self, runtime: GrammarRuntime) -> None:
+        self._vocab = runtime.vocabulary
+        self._rt = runtime
         self._states: list[StackSet] = [self._rt.machine.initial()]
         self._tokens: list[int] = []
         #: Why the last rejected token was rejected (``None`` after an accepted one).
@@ -123,7 +120,7 @@ class Matcher:
     def fork(self) -> "Matcher":
         """An independent copy at the same position (sharing the compiled memo tables)."""
         other = Matcher.__new__(Matcher)
-        other._compiled, other._vocab, other._rt = self._compiled, self._vocab, self._rt
+        other._vocab, other._rt = self._vocab, self._rt
         other._states = list(self._states)
         other._tokens = list(self._tokens)
         other.last_rejection = None
@@ -149,10 +146,8 @@ class Matcher:
         row = bitmask[index] if getattr(bitmask, "ndim", 1) == 2 else bitmask
         if isinstance(row, np.ndarray):
             np.copyto(row, words)
-        else:  # a torch tensor; torch is only touched when the caller passes one
-            import torch
-
-            row.copy_(torch.from_numpy(words))
+        else:  # a torch tensor (on any device): built through the tensor, so the engine never imports torch
+            row.copy_(row.new_tensor(words))
 
     def allowed_token_ids(self) -> list[int]:
         """The legal next token ids, end-of-sequence ids included when the value is complete."""

@@ -22,11 +22,12 @@ import hashlib
 import re
 import weakref
 from bisect import bisect_left
-from collections import OrderedDict
 from functools import cached_property
 from typing import Any, Iterable
 
 import numpy as np
+
+from structgen.engine.lru import LRUCache
 
 __all__ = ["Vocabulary", "TokenIndex", "vocabulary_for"]
 
@@ -50,25 +51,6 @@ _CONTROL = re.compile(r"^(<[^<>\s]+>|\[[A-Za-z_]+\])$")
 #: Entries kept in a vocabulary's shared mask cache (each holds about one bitmask: 6 KB for a
 #: 49k vocabulary, 32 KB for 262k).
 MASK_CACHE_ENTRIES = 4096
-
-
-class LRUCache(OrderedDict):
-    """A dict that forgets its least recently used entries beyond ``maxsize``."""
-
-    def __init__(self, maxsize: int) -> None:
-        super().__init__()
-        self.maxsize = maxsize
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        return default
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        super().__setitem__(key, value)
-        if len(self) > self.maxsize:
-            self.popitem(last=False)
 
 
 class TokenIndex:

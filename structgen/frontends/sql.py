@@ -44,8 +44,8 @@ from structgen.errors import StructgenError
 
 Whitespace = Literal["any", "spaces"]
 
-__all__ = ["SqlSchema", "CompiledSql", "ReadOnly", "SqlError", "compile_sql", "read_schema",
-           "sql_grammar_text", "SQL_GRAMMAR"]
+__all__ = ["SqlSchema", "CompiledSql", "ReadOnly", "SqlError", "read_schema",
+           "sql_grammar_text", "SQL_GRAMMAR", "compile_schema"]
 
 #: The bundled SQLite query grammar (Lark format).
 SQL_GRAMMAR = Path(__file__).resolve().parents[1] / "grammars" / "sqlite.lark"
@@ -257,45 +257,6 @@ class CompiledSql:
         or an alias of one, must name a column of that table.
         """
         return undeclared_names(sql, self._tables)
-
-
-def compile_sql(database: "str | os.PathLike[str] | sqlite3.Connection", tokenizer: Any, *,
-                strict: bool = False, whitespace: Whitespace = "any",
-                grammar: "str | os.PathLike[str]" = SQL_GRAMMAR) -> CompiledSql:
-    """Compile the SQLite query grammar for ``database``'s tables and columns over ``tokenizer``.
-
-    Parameters
-    ----------
-    database
-        A path to a SQLite file or a ``sqlite3.Connection``; it is only read (:class:`ReadOnly`).
-    tokenizer
-        A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
-    strict
-        ``False`` (default): a table or column position also takes a made-up name (an alias, a
-        common table expression, a subquery's output column), which
-        :meth:`CompiledSql.undeclared_names` holds to a declaration once the text is complete.
-        ``True``: only the database's tables and columns fit there; made-up names can still be
-        declared and used as qualifiers (``T1.name``). Generation uses ``True``.
-    whitespace
-        ``"any"``: any run of spaces, tabs and newlines between tokens; ``"spaces"``: spaces only
-        (what generation uses, so a small model cannot wander off into blank lines).
-    grammar
-        The query grammar; its last two lines must be ``TABLE_NAME: NAME`` and ``COLUMN_NAME: NAME``.
-
-    Raises
-    ------
-    SqlError
-        The database cannot be read or has no tables.
-
-    Example
-    -------
-    >>> compiled = compile_sql("examples/data/shop.sqlite", tokenizer, strict=True)  # doctest: +SKIP
-    >>> compiled.matcher().advance(...)                                              # doctest: +SKIP
-    """
-    from structgen.engine.compiler import _compiler_for
-
-    return compile_schema(read_schema(database), _compiler_for(tokenizer), strict=strict,
-                          whitespace=whitespace, grammar=grammar)
 
 
 def compile_schema(schema: SqlSchema, compiler: Any, *, strict: bool = False, whitespace: Whitespace = "any",

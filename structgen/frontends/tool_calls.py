@@ -33,7 +33,7 @@ Example
 >>> specs = read_tools(tools)
 >>> g = tool_call_grammar(specs, FORMATS["hermes"], choice="required")
 >>> from structgen.core.regular import matches
->>> from structgen.engine.compiler import CompiledGrammar
+>>> from structgen.engine.compiled import CompiledGrammar
 >>> from structgen.engine.vocab import Vocabulary
 >>> m = CompiledGrammar(g, Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])).matcher()
 >>> all(m.advance(b) for b in b'<tool_call>\\n{"name": "add", "arguments": {"a":'), m.forced_text()

@@ -25,7 +25,7 @@ Example
 >>> from structgen.frontends.json_schema.translate import schema_to_grammar
 >>> g = schema_to_grammar({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
 ...                       whitespace="compact")
->>> from structgen.engine.compiler import CompiledGrammar
+>>> from structgen.engine.compiled import CompiledGrammar
 >>> from structgen.engine.vocab import Vocabulary
 >>> m = CompiledGrammar(g, Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])).matcher()
 >>> all(m.advance(b) for b in b'["b","a"') and m.forced_text()

@@ -19,7 +19,7 @@ only when the counts can still end in range, so no state is a dead end.
 Example
 -------
 >>> from structgen.frontends.json_schema.translate import schema_to_grammar
->>> from structgen.engine.compiler import CompiledGrammar
+>>> from structgen.engine.compiled import CompiledGrammar
 >>> from structgen.engine.vocab import Vocabulary
 >>> g = schema_to_grammar({"type": "object", "patternProperties": {"^x-": {"type": "integer"}},
 ...                        "additionalProperties": False}, whitespace="compact")

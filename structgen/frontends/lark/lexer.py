@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from structgen.core.automaton import _regular_dfa
 from structgen.errors import CompileError
-from structgen.core.ir import Expr, Fsm, Grammar, Ref, Repeat, alt, seq, substitute
+from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 from structgen.core.regular import _as_fsm, _minimize, _trim
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]

@@ -1,0 +1,185 @@
+"""The ``compile_*`` entry points: a grammar, regex, JSON schema or database over a tokenizer.
+
+Each uses the shared :class:`~structgen.engine.compiler.Compiler` of the tokenizer's vocabulary
+(:func:`~structgen.engine.compiler.compiler_for`), so compiling the same thing twice is a cache hit.
+
+Example
+-------
+>>> from structgen.engine.vocab import Vocabulary
+>>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+>>> compile_regex(r"[0-9]+", vocab).matcher().advance(ord("7"))
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+from structgen.core.ir import Grammar
+from structgen.engine.compiled import CompiledGrammar
+from structgen.engine.compiler import Whitespace, compiler_for
+from structgen.engine.vocab import Vocabulary, vocabulary_for
+from structgen.frontends.sql import SQL_GRAMMAR, CompiledSql, compile_schema, read_schema
+from structgen.frontends.sql import Whitespace as SqlWhitespace
+
+__all__ = ["compile_grammar", "compile_json_schema", "compile_regex", "compile_sql", "prepare_vocabulary"]
+
+
+def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any, *,
+                    start: str = "start") -> CompiledGrammar:
+    """Compile a context-free grammar (Lark-style EBNF) into a grammar over ``tokenizer``'s vocabulary.
+
+    Parameters
+    ----------
+    grammar
+        The grammar text, a path to a ``.lark`` file (e.g. one under ``grammars/``), or IR.
+        The format is described in :mod:`structgen.frontends.lark.reader`: Lark's, with a lexer's token
+        ends (:mod:`structgen.frontends.lark.lexer`); left recursion and ambiguity are allowed.
+    tokenizer
+        A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
+    start
+        The start rule.
+
+    Raises
+    ------
+    GrammarError
+        A mistake in the grammar, with line, column, a caret under it and how to fix it.
+
+    Example
+    -------
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    >>> m = compile_grammar('start: start "+" NUM | NUM\\nNUM: /[0-9]+/', vocab).matcher()
+    >>> all(m.advance(b) for b in b"1+22"), m.can_end(), m.advance(ord("+"))
+    (True, True, True)
+    """
+    return compiler_for(tokenizer).grammar_file(grammar, start=start)
+
+
+def compile_regex(pattern: str, tokenizer: Any, *, ignore_case: bool = False,
+                  dotall: bool = False) -> CompiledGrammar:
+    """Compile a regular expression (Python ``re`` dialect) that the whole output must match.
+
+    See :mod:`structgen.frontends.regex.python` for what is supported; lookaround, backreferences, anchors
+    and word boundaries raise :class:`GrammarError`.
+
+    Example
+    -------
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    >>> m = compile_regex(r"(yes|no)!", vocab).matcher()
+    >>> m.advance(ord("y")), m.forced_text()
+    (True, 'es!')
+    """
+    return compiler_for(tokenizer).regex(pattern, ignore_case=ignore_case, dotall=dotall)
+
+
+def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *,
+                        whitespace: Whitespace = "flexible", strict: bool = False,
+                        canonical: bool = False, lenient: bool = False) -> CompiledGrammar:
+    """Compile a JSON schema into a grammar over ``tokenizer``'s vocabulary.
+
+    Parameters
+    ----------
+    schema
+        A JSON Schema as a dict (or ``True``/``False``, or a JSON string).
+    tokenizer
+        A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
+    whitespace
+        ``"flexible"`` (default) accepts any JSON whitespace between tokens, up to a bound per
+        gap, so ``json.dumps(value, indent=2)`` is accepted; ``"compact"`` allows none (more
+        forced text, no runaway whitespace when generating).
+    strict
+        Close objects to keys their schema does not name unless it says ``additionalProperties``
+        (generation turns this on); ``False`` (default) keeps the spec's open objects.
+    canonical
+        Spell each value one way, as generation does: keys and strings as ``json.dumps`` writes
+        them, integers without a fraction, no exponents, no ``-0``. ``False`` (default) accepts
+        every JSON spelling of an allowed value (``"\\u0061"`` for ``"a"``, ``1.0`` for ``1``),
+        as a validator must. Canonical spelling leaves more text forced, hence drafted.
+    lenient
+        Drop constraints of :data:`~structgen.frontends.json_schema.translate.LENIENT_KEYWORDS` that cannot be
+        honoured instead of raising; each is recorded in ``relaxed``. Off by default.
+
+    Raises
+    ------
+    UnsupportedFeatureError
+        For a keyword the compiler cannot honour exactly, naming it and its JSON pointer.
+
+    Example
+    -------
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    >>> m = compile_json_schema({"enum": ["red", "green"]}, vocab, canonical=True).matcher()
+    >>> m.advance(ord('"')), m.advance(ord("g")), m.forced_text()
+    (True, True, 'reen"')
+    """
+    return compiler_for(tokenizer).json_schema(schema, whitespace=whitespace, strict=strict,
+                                                canonical=canonical, lenient=lenient)
+
+
+def prepare_vocabulary(tokenizer: Any) -> Vocabulary:
+    """Build a tokenizer's vocabulary and precompute the masks every JSON grammar shares.
+
+    The token masks of shared primitives (the inside of a JSON string, numbers, whitespace) take
+    the longest to compute; this computes them now, and they are cached on disk (see
+    ``STRUCTGEN_CACHE_DIR``), so later processes and schemas only pay for what is theirs.
+
+    Example
+    -------
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> vocab = prepare_vocabulary(Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256]))
+    >>> vocab.size
+    257
+    """
+    vocab = vocabulary_for(tokenizer)
+    single = {data[0]: tid for tid, data in enumerate(vocab.tokens) if data and len(data) == 1}
+    sample = {"k": ["s\u00e9", -1.5e3, 7, True, None, {}, []]}
+    for whitespace, text in (("compact", json.dumps(sample, separators=(",", ":"))),
+                             ("flexible", json.dumps(sample, indent=2))):
+        m = compile_json_schema(True, vocab, whitespace=whitespace).matcher()
+        for b in text.encode():
+            m.mask_words()
+            if b not in single or not m.advance(single[b]):
+                break
+    return vocab
+
+
+def compile_sql(database: "str | os.PathLike[str] | sqlite3.Connection", tokenizer: Any, *,
+                strict: bool = False, whitespace: SqlWhitespace = "any",
+                grammar: "str | os.PathLike[str]" = SQL_GRAMMAR) -> CompiledSql:
+    """Compile the SQLite query grammar for ``database``'s tables and columns over ``tokenizer``.
+
+    Parameters
+    ----------
+    database
+        A path to a SQLite file or a ``sqlite3.Connection``; it is only read (:class:`ReadOnly`).
+    tokenizer
+        A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
+    strict
+        ``False`` (default): a table or column position also takes a made-up name (an alias, a
+        common table expression, a subquery's output column), which
+        :meth:`CompiledSql.undeclared_names` holds to a declaration once the text is complete.
+        ``True``: only the database's tables and columns fit there; made-up names can still be
+        declared and used as qualifiers (``T1.name``). Generation uses ``True``.
+    whitespace
+        ``"any"``: any run of spaces, tabs and newlines between tokens; ``"spaces"``: spaces only
+        (what generation uses, so a small model cannot wander off into blank lines).
+    grammar
+        The query grammar; its last two lines must be ``TABLE_NAME: NAME`` and ``COLUMN_NAME: NAME``.
+
+    Raises
+    ------
+    SqlError
+        The database cannot be read or has no tables.
+
+    Example
+    -------
+    >>> compiled = compile_sql("examples/data/shop.sqlite", tokenizer, strict=True)  # doctest: +SKIP
+    >>> compiled.matcher().advance(...)                                              # doctest: +SKIP
+    """
+    return compile_schema(read_schema(database), compiler_for(tokenizer), strict=strict,
+                          whitespace=whitespace, grammar=grammar)

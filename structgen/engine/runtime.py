@@ -1,0 +1,61 @@
+"""The memo tables one compiled grammar shares among its matchers: stacks, steps, masks, forced text.
+
+Example
+-------
+>>> from structgen.core.automaton import build_automaton
+>>> from structgen.core.ir import Grammar, Lit
+>>> from structgen.engine.vocab import Vocabulary
+>>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+>>> rt = GrammarRuntime(build_automaton(Grammar((("start", Lit(b"ok")),), "start")), vocab)
+>>> rt.forced(rt.machine.initial())
+b'ok'
+"""
+
+from __future__ import annotations
+
+from structgen.core.automaton import GrammarAutomaton
+from structgen.engine.masks import MaskBuilder
+from structgen.engine.pda import ACCEPT, StackMachine, StackSet
+from structgen.engine.vocab import Vocabulary
+
+__all__ = ["GrammarRuntime", "MAX_FORCED"]
+
+#: Longest forced text worked out at once (bytes).
+MAX_FORCED = 4096
+
+
+class GrammarRuntime:
+    """Memo tables of one compiled grammar: stacks, byte steps, token steps, masks, forced text."""
+
+    def __init__(self, automaton: GrammarAutomaton, vocab: Vocabulary) -> None:
+        self.vocabulary = vocab
+        self.machine = StackMachine(automaton)
+        self.masks = MaskBuilder(self.machine, vocab)
+        self._tokens = vocab.tokens
+        self._advance: dict[tuple[StackSet, int], StackSet] = {}
+        self._forced: dict[StackSet, bytes] = {}
+
+    def advance(self, state: StackSet, token_id: int) -> StackSet:
+        key = (state, token_id)
+        got = self._advance.get(key)
+        if got is None:
+            data = self._tokens[token_id] if 0 <= token_id < len(self._tokens) else None
+            got = self.machine.step_bytes(state, data) if data else frozenset()
+            self._advance[key] = got
+        return got
+
+    def forced(self, state: StackSet) -> bytes:
+        got = self._forced.get(state)
+        if got is None:
+            out = bytearray()
+            s = state
+            while len(out) < MAX_FORCED and s and ACCEPT not in s:
+                nxt = self.machine.next_bytes(s)
+                if len(nxt) != 1:
+                    break
+                (b,) = nxt
+                out.append(b)
+                s = self.machine.step_set(s, b)
+            got = bytes(out)
+            self._forced[state] = got
+        return got

@@ -1,0 +1,104 @@
+"""The layers hold: imports only go down (import-linter's contracts in ``.importlinter``), no module
+imports itself back through others, and no private name crosses a module boundary."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "structgen"
+
+
+def test_import_contracts_hold():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    assert lint, "import-linter is part of the test set-up (pyproject's test extra)"
+    out = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    pending = "structgen.tasks is not allowed to import structgen.api"  # the tasks/api cycle below
+    if out.returncode and out.stdout.count(" BROKEN") == 1 and pending in out.stdout and out.stdout.count("\n- ") == 2:
+        pytest.xfail(pending)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert " BROKEN" not in out.stdout and out.stdout.count(" KEPT") >= 3
+
+
+def _module_cycles() -> list[list[str]]:
+    """Strongly connected groups of modules in the import graph (Tarjan), lazy imports included."""
+    graph = grimp.build_graph("structgen", exclude_type_checking_imports=False)
+    modules = sorted(m for m in graph.modules if (PACKAGE.parent / (m.replace(".", "/") + ".py")).exists())
+    edges = {m: sorted(d for d in graph.find_modules_directly_imported_by(m) if d in modules) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for m in modules:
+        if m not in index:
+            visit(m)
+    return groups
+
+
+#: Debts being paid in this change (issue 19); each entry leaves this list as its cycle is cut.
+KNOWN_CYCLES = [
+    ["structgen.frontends.json_schema.arrays", "structgen.frontends.json_schema.objects",
+     "structgen.frontends.json_schema.translate"],
+    ["structgen.api.generator", "structgen.tasks.sql", "structgen.tasks.tool_calls"],
+]
+
+
+def test_no_import_cycles():
+    assert [g for g in _module_cycles() if g not in KNOWN_CYCLES] == []
+
+
+def _private_imports() -> list[str]:
+    """``from structgen.x import _name`` in a module other than x (a package's own ``__init__`` aside)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("structgen"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{alias.name}")
+    return found
+
+
+def test_no_private_name_crosses_modules():
+    known = ("structgen.frontends.json_schema.translate._Converter", "structgen.core.automaton._regular_dfa",
+             "structgen.core.regular._", "structgen.frontends.regex.ecma._", "structgen.frontends.json_text._",
+             "structgen.frontends.sql._lex")
+    assert [p for p in _private_imports() if not any(k in p for k in known)] == []
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")))
+def test_modules_stay_small(path):
+    """One concern a module: none grows past 700 lines (the aim is 600)."""
+    if path.endswith(("json_schema/merge.py", "json_schema/translate.py", "lark/reader.py", "regex/ecma.py")):
+        pytest.xfail("being split (issue 19)")
+    assert len((ROOT / path).read_text(encoding="utf-8").splitlines()) <= 700
