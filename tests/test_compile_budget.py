@@ -40,3 +40,20 @@ def test_a_compiler_recovers_after_running_out():
     with pytest.raises(BudgetExceededError):
         compiler.json_schema(BLOWUP)
     assert compiler.json_schema({"type": "integer"}).matcher().advance(ord("7"))  # a fresh budget
+
+
+def test_lexer_automata_are_explored_under_the_budget():
+    """The Lark lexer's token and ignored-text automata are explored by the one explorer
+    (structgen.core.dfa.explore), which charges the compile budget: a product that grows
+    stops with BudgetExceededError instead of escaping the budget."""
+    from structgen.core.budget import compile_budget
+    from structgen.core.ir import ByteClass, Grammar, Lit, Ref, Repeat, seq
+    from structgen.frontends.lark.lexer import apply_lexer
+
+    # "...a" or "...b" then 8 more of [ab]: small rule DFAs, a token-by-union product of ~1,500 states
+    terminals = {f"T{i}": seq(Repeat(ByteClass.of("ab"), 0, None), Lit(c), Repeat(ByteClass.of("ab"), 8, 8))
+                 for i, c in enumerate([b"a", b"b"])}
+    grammar = Grammar.of("s", s=seq(Ref("T0"), Ref("T1")), **terminals)
+    apply_lexer(grammar, terminals, Repeat(Lit(b" "), 1, None))  # no budget: it completes
+    with compile_budget(5_000), pytest.raises(BudgetExceededError):
+        apply_lexer(grammar, terminals, Repeat(Lit(b" "), 1, None))

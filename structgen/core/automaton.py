@@ -22,7 +22,7 @@ from structgen.core.budget import charge
 from structgen.errors import CompileError
 from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq
 
-__all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton"]
+__all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton", "regular_dfa"]
 
 #: Above this many unrolled copies a Repeat is rejected: use Counted for large bounds.
 MAX_UNROLL = 4096
@@ -198,7 +198,7 @@ def _build(nfa: _NFA, e: Expr, names: dict[str, int], rule: str) -> tuple[int, i
 _REGULAR_DFAS: dict[Expr, RuleAutomaton] = {}
 
 
-def _regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
+def regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
     """DFA of a reference-free expression, cached per process (JSON characters recur a lot)."""
     got = _REGULAR_DFAS.get(e)
     if got is None:
@@ -295,7 +295,7 @@ def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton
 def _compile_body(name: str, body: Expr) -> RuleAutomaton:
     names: dict[str, int] = {}
     if isinstance(body, Counted):
-        cached = _regular_dfa(body.item, name)
+        cached = regular_dfa(body.item, name)
         item = RuleAutomaton(name, cached.trans, cached.calls, cached.accept)
         if item.accept[0]:
             raise CompileError(f"counted rule '{name}': the item must not match the empty string")

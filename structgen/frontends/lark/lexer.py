@@ -39,25 +39,13 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 
 from __future__ import annotations
 
-from structgen.core.automaton import _regular_dfa
-from structgen.errors import CompileError
+from structgen.core.dfa import DEFAULT_STATE_LIMIT, Dfa, as_fsm, dfa_of, explore, minimize, trim
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
-from structgen.core.regular import _as_fsm, _minimize, _trim
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
 
 #: The rule for ignored text at the end of the input.
 IGNORE_RULE = "%ignore"
-
-_Dfa = tuple[list[dict[int, int]], list[bool]]
-
-
-def _dfa(e: Expr) -> _Dfa:
-    got = _regular_dfa(e, "terminal")
-    if any(got.calls):
-        raise CompileError("internal error: a terminal calls a rule")
-    return got.trans, got.accept
-
 
 def _split_by_exit(trans: list[dict[int, int]], order: list, exits) -> dict[frozenset[int], Expr]:
     """``{forbidden bytes: automaton}``: the explored automaton, one copy per exit class, each
@@ -66,29 +54,10 @@ def _split_by_exit(trans: list[dict[int, int]], order: list, exits) -> dict[froz
     for q, state in enumerate(order):
         for forbidden in exits(state):
             accepts.setdefault(forbidden, [False] * len(order))[q] = True
-    return {f: _as_fsm(*_minimize(*_trim(trans, acc))) for f, acc in accepts.items()}
+    return {f: as_fsm(*minimize(*trim(trans, acc))) for f, acc in accepts.items()}
 
 
-def _explore(start, step) -> tuple[list[dict[int, int]], list]:
-    """The automaton reachable from ``start``; ``step(state)`` yields ``(byte, next state)``."""
-    index = {start: 0}
-    order = [start]
-    trans: list[dict[int, int]] = []
-    i = 0
-    while i < len(order):
-        row = {}
-        for b, nxt in step(order[i]):
-            j = index.get(nxt)
-            if j is None:
-                j = index[nxt] = len(order)
-                order.append(nxt)
-            row[b] = j
-        trans.append(row)
-        i += 1
-    return trans, order
-
-
-def _token(term: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
+def _token(term: Dfa, union: Dfa) -> dict[frozenset[int], Expr]:
     """One token of ``term``, split by the bytes it forbids next (the union automaton's bytes
     after the token's text)."""
     tt, ta = term
@@ -98,11 +67,11 @@ def _token(term: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
         q, u = state
         return [(b, (t, ut[u][b])) for b, t in tt[q].items() if b in ut[u]]
 
-    trans, order = _explore((0, 0), step)
+    trans, order = explore((0, 0), step, DEFAULT_STATE_LIMIT, "a lexer token")
     return _split_by_exit(trans, order, lambda st: [frozenset(ut[st[1]])] if ta[st[0]] else [])
 
 
-def _ignored_run(ignore: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
+def _ignored_run(ignore: Dfa, union: Dfa) -> dict[frozenset[int], Expr]:
     """One or more ignored pieces, each ending only before a byte it cannot read on (the lexer
     rule inside the run), split by what the last piece forbids next."""
     gt, ga = ignore
@@ -126,7 +95,7 @@ def _ignored_run(ignore: _Dfa, union: _Dfa) -> dict[frozenset[int], Expr]:
             out.append((b, frozenset(nxt | gaps)))
         return out
 
-    trans, order = _explore(frozenset({("gap", frozenset())}), step)
+    trans, order = explore(frozenset({("gap", frozenset())}), step, DEFAULT_STATE_LIMIT, "ignored text")
     return _split_by_exit(trans, order, lambda threads: [th[1] for th in threads if th[0] == "gap"]
                           if threads != order[0] else [])
 
@@ -137,7 +106,7 @@ def _without_first(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
     trans[0] = {b: t for b, t in trans[0].items() if b not in first}
     if not trans[0]:
         return None
-    return _as_fsm(*_minimize(*_trim(trans, [q in fsm.accept for q in range(len(trans))])))
+    return as_fsm(*minimize(*trim(trans, [q in fsm.accept for q in range(len(trans))])))
 
 
 def _first_bytes(fsm: Fsm) -> frozenset[int]:
@@ -157,14 +126,14 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     walk per place that calls it.) Where the run's last piece forbids some first bytes of the
     token, the call goes to a copy of the token's rule without them.
     """
-    union = _dfa(alt(*terminals.values(), *([ignore] if ignore is not None else [])))
-    runs = sorted(_ignored_run(_dfa(ignore), union).items(), key=lambda kv: sorted(kv[0])) \
+    union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])))
+    runs = sorted(_ignored_run(dfa_of(ignore), union).items(), key=lambda kv: sorted(kv[0])) \
         if ignore is not None else []
     lookahead: list[tuple[str, frozenset[int]]] = []
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
-        by_exit = sorted(_token(_dfa(lang), union).items(), key=lambda kv: sorted(kv[0]))
+        by_exit = sorted(_token(dfa_of(lang), union).items(), key=lambda kv: sorted(kv[0]))
         names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
         new_rules[name] = []
         for n, (forbidden, body) in zip(names, by_exit):
