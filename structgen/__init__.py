@@ -10,33 +10,30 @@ Example
 (True, 'alse')
 """
 
+# The façade: the public names, re-exported from the layers (core → frontends → engine →
+# decoding → tasks → api; see DESIGN.md). Nothing below this package imports it.
 from structgen.api.compile import (compile_grammar, compile_json_schema, compile_regex, compile_sql,
                                    prepare_vocabulary)
-from .errors import (
-    CompileError,
-    DecodingError,
-    GrammarError,
-    IncompleteGenerationError,
-    SchemaError,
-    StructgenError,
-    UnsupportedFeatureError,
-)
-from structgen.decoding.loop import GenerationStats
-from structgen.api.generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex,
-                        generate_sql, generate_tool_calls)
+from structgen.api.generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json,
+                                     generate_regex, generate_sql, generate_tool_calls)
 from structgen.core.ir import Grammar
+from structgen.decoding.loop import GenerationStats
 from structgen.engine.compiled import CompiledGrammar
 from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
-from structgen.frontends.sql import CompiledSql, SqlError
-from structgen.tasks.sql import SqlAttempt, SqlGenerationError, SqlResult
-from structgen.frontends.tool_calls import FORMATS as TOOL_FORMATS, ToolFormat, ToolSpecError
-from structgen.tasks.tool_calls import MessagesError, ToolCallResult
 from structgen.engine.vocab import Vocabulary
-
-from structgen.version import __version__
+from structgen.errors import (BudgetExceededError, CompileError, DecodingError, GrammarError,
+                              IncompleteGenerationError, MessagesError, ModelNotInstalledError,
+                              RegexSyntaxError, SchemaError, SqlError, SqlGenerationError, StructgenError,
+                              ToolSpecError, UnsupportedFeatureError)
+from structgen.frontends.sql import CompiledSql
+from structgen.frontends.tool_calls import FORMATS as TOOL_FORMATS, ToolFormat
+from structgen.tasks.sql import SqlAttempt, SqlResult
+from structgen.tasks.tool_calls import ToolCallResult
+from structgen.version import __version__ as __version__
 
 __all__ = [
+    "BudgetExceededError",
     "CompileError",
     "CompiledGrammar",
     "CompiledSql",
@@ -50,6 +47,8 @@ __all__ = [
     "JsonResult",
     "Matcher",
     "MessagesError",
+    "ModelNotInstalledError",
+    "RegexSyntaxError",
     "SchemaError",
     "SqlAttempt",
     "SqlError",

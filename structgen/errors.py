@@ -12,10 +12,17 @@ __all__ = [
     "StructgenError",
     "SchemaError",
     "UnsupportedFeatureError",
+    "ToolSpecError",
     "GrammarError",
+    "RegexSyntaxError",
     "CompileError",
+    "BudgetExceededError",
+    "SqlError",
+    "MessagesError",
     "DecodingError",
     "IncompleteGenerationError",
+    "SqlGenerationError",
+    "ModelNotInstalledError",
 ]
 
 
@@ -29,9 +36,12 @@ class SchemaError(StructgenError, ValueError):
     ``pointer`` is the JSON pointer of the offending subschema ("" for the root).
     """
 
-    def __init__(self, message: str, *, pointer: str = "") -> None:
+    def __init__(self, message: str, *, pointer: str = "", no_value: bool = False) -> None:
         super().__init__(f"{message} (at JSON pointer '{pointer or '/'}')")
         self.pointer = pointer
+        #: no value satisfies the subschema at all (see :func:`no_value`), as opposed to a
+        #: schema that is malformed or a keyword that cannot be honoured
+        self.no_value = no_value
 
 
 class UnsupportedFeatureError(SchemaError):
@@ -59,21 +69,54 @@ def no_value(error: _E) -> _E:
     Where the subschema is one of several options (an ``anyOf`` branch, one type of a list, an
     optional property), the frontend drops it instead of raising: the language is unchanged.
     """
-    error.no_value = True  # type: ignore[attr-defined]
+    error.no_value = True
     return error
 
 
 def is_no_value(error: BaseException) -> bool:
     """Whether ``error`` was marked by :func:`no_value`."""
-    return getattr(error, "no_value", False) is True
+    return isinstance(error, SchemaError) and error.no_value
+
+
+class ToolSpecError(SchemaError):
+    """A tool list, a tool spec or a ``tool_choice`` is malformed.
+
+    ``tool`` names the tool (None when the problem is not one tool's); ``pointer`` is the JSON
+    pointer of the problem inside the ``tools`` list (``/2/function/parameters/properties/x``).
+    """
+
+    def __init__(self, message: str, *, tool: str | None = None, pointer: str = "") -> None:
+        where = f"tool '{tool}': " if tool else ""
+        super().__init__(where + message, pointer=pointer)
+        self.tool = tool
 
 
 class GrammarError(StructgenError, ValueError):
     """A grammar (IR or grammar file) is malformed."""
 
 
+class RegexSyntaxError(GrammarError):
+    """A malformed or unsupported terminal regex; ``offset`` is the character in the pattern."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
 class CompileError(StructgenError):
     """A valid grammar could not be compiled (e.g. it recurses without consuming input)."""
+
+
+class BudgetExceededError(CompileError):
+    """A compile ran out of work units; the message names the schema path and the budget."""
+
+
+class SqlError(StructgenError, ValueError):
+    """A database that cannot be read, or a grammar compile_sql cannot fill in."""
+
+
+class MessagesError(StructgenError, ValueError):
+    """The chat messages are malformed; the message says which one (by index) and why."""
 
 
 class DecodingError(StructgenError, RuntimeError):
@@ -92,3 +135,16 @@ class IncompleteGenerationError(DecodingError):
         self.partial_text = partial_text
         self.token_ids = token_ids
         self.stats = stats
+
+
+class SqlGenerationError(DecodingError):
+    """No query passed the checks within the retries; ``attempts`` holds each one
+    (a :class:`~structgen.SqlAttempt`) and why it failed."""
+
+    def __init__(self, message: str, *, attempts: list[Any]) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class ModelNotInstalledError(StructgenError, RuntimeError):
+    """The package that ships a model's GGUF file is not installed; the message says how."""

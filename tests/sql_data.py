@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from structgen.frontends.sql import ReadOnly, _lex
+from structgen.frontends.sql import ReadOnly, lex_sql
 
 DATA_DIR = Path(os.environ.get("STRUCTGEN_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 SQL_DIR = DATA_DIR / "sql"
@@ -53,7 +53,7 @@ def mutant(sql: str, tables: dict[str, frozenset[str]], rng: random.Random,
     name was only an alias the query declares). ``tables`` maps lower-case tables to
     lower-case columns."""
     known = set(tables).union(*tables.values())
-    names = sorted({lx.name for lx in _lex(sql) if lx.kind in ("word", "quoted") and lx.name in known})
+    names = sorted({lx.name for lx in lex_sql(sql) if lx.kind in ("word", "quoted") and lx.name in known})
     if not names:
         return None
     target = rng.choice(names)
@@ -61,7 +61,7 @@ def mutant(sql: str, tables: dict[str, frozenset[str]], rng: random.Random,
     while any(target + suffix in cols or target + suffix in tables for cols in tables.values()):
         suffix += "q"
     out, last = [], 0
-    for lx in _lex(sql):
+    for lx in lex_sql(sql):
         if lx.kind in ("word", "quoted") and lx.name == target:
             inner = lx.text[1:-1] if lx.kind == "quoted" else lx.text
             renamed = lx.text.replace(inner, inner + suffix, 1)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import structgen
-from structgen.frontends.sql import ReadOnly, SqlError, compile_sql, read_schema, sql_grammar_text
+from structgen import SqlError, compile_sql
+from structgen.frontends.sql import ReadOnly, read_schema, sql_grammar_text
 from structgen.tasks.sql import locate
 from structgen.engine.vocab import Vocabulary
 

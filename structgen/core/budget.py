@@ -27,7 +27,7 @@ import contextvars
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from structgen.errors import CompileError
+from structgen.errors import BudgetExceededError
 
 __all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "compile_budget", "charge", "describe_with", "place"]
 
@@ -39,8 +39,6 @@ __all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "compile_budget", "c
 DEFAULT_COMPILE_BUDGET = 600_000
 
 
-class BudgetExceededError(CompileError):
-    """A compile ran out of work units; the message names the schema path and the budget."""
 
 
 @dataclass

@@ -36,16 +36,19 @@ PRODUCT_STATE_UNITS = 8
 Dfa = tuple[list[dict[int, int]], list[bool]]
 
 
-def dfa_of(e: Expr, what: str = "regular") -> Dfa:
-    """The DFA tables of a reference-free expression (or an :class:`Fsm` node), charged to the
-    compile budget. Raises :class:`CompileError` naming ``what`` if ``e`` calls a rule."""
+def dfa_of(e: Expr, what: str = "regular", *, charged: bool = True) -> Dfa:
+    """The DFA tables of a reference-free expression (or an :class:`Fsm` node), its states
+    charged to the compile budget unless ``charged=False`` (determinizing alone is bounded by
+    the automaton's state limit and cached per process; what grows is what :func:`explore`
+    builds from it). Raises :class:`CompileError` naming ``what`` if ``e`` calls a rule."""
     if isinstance(e, Fsm):
         trans = [{b: t for cls, t in edges for b in cls.bytes()} for edges in e.edges]
         return trans, [q in e.accept for q in range(len(e.edges))]
     got = regular_dfa(e, what)
     if any(got.calls):
         raise CompileError(f"{what}: a regular-language operation got an expression that calls a rule")
-    charge(len(got.trans))
+    if charged:
+        charge(len(got.trans))
     return got.trans, got.accept
 
 

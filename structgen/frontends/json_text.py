@@ -17,7 +17,7 @@ import json
 
 from structgen.core.ir import Alt, ByteClass, Expr, Lit, Repeat, Seq, seq
 
-__all__ = ["JSON_CHAR", "JSON_NUMBER", "JSON_INTEGER", "char_encodings", "spellings", "string_literal"]
+__all__ = ["UTF8_MULTI", "JSON_CHAR", "JSON_NUMBER", "JSON_INTEGER", "char_encodings", "spellings", "string_literal"]
 
 _HEX = ByteClass.of("0-9a-fA-F")
 _CONT = ByteClass(((0x80, 0xBF),))
@@ -29,7 +29,7 @@ def _bc(*ranges: tuple[int, int]) -> ByteClass:
 
 # One JSON string character: unescaped UTF-8 (no control chars, no '"' or '\'), a short escape,
 # or a \u escape of a non-surrogate / a valid surrogate pair (lone surrogates are refused).
-_UTF8_MULTI = Alt((
+UTF8_MULTI = Alt((
     Seq((_bc((0xC2, 0xDF)), _CONT)),
     Seq((Lit(b"\xe0"), _bc((0xA0, 0xBF)), _CONT)),
     Seq((_bc((0xE1, 0xEC), (0xEE, 0xEF)), _CONT, _CONT)),
@@ -47,7 +47,7 @@ _ESCAPE = Seq((Lit(b"\\"), Alt((
              Lit(b"\\u"), ByteClass.of("dD"), ByteClass.of("c-fC-F"), _HEX, _HEX)),
     )))),
 ))))
-JSON_CHAR = Alt((_bc((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)), _UTF8_MULTI, _ESCAPE))
+JSON_CHAR = Alt((_bc((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)), UTF8_MULTI, _ESCAPE))
 
 _DIGITS = Repeat(ByteClass.of("0-9"), 0, None)
 JSON_INTEGER = Seq((Repeat(Lit(b"-"), 0, 1), Alt((Lit(b"0"), Seq((ByteClass.of("1-9"), _DIGITS))))))

@@ -51,9 +51,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from structgen.errors import SchemaError, UnsupportedFeatureError
+from structgen.errors import SchemaError, ToolSpecError, UnsupportedFeatureError
 from structgen.core.ir import Alt, ByteClass, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq, substitute
-from structgen.frontends.json_text import _UTF8_MULTI
+from structgen.frontends.json_text import UTF8_MULTI
 
 __all__ = ["ToolFormat", "FORMATS", "ToolSpec", "ToolSpecError", "read_tools", "read_tool_choice",
            "tool_call_grammar", "open_free_objects", "call_text", "parse_calls", "Choice"]
@@ -65,17 +65,6 @@ Choice = Literal["auto", "required", "none"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
-class ToolSpecError(SchemaError):
-    """A tool list, a tool spec or a ``tool_choice`` is malformed.
-
-    ``tool`` names the tool (None when the problem is not one tool's); ``pointer`` is the JSON
-    pointer of the problem inside the ``tools`` list (``/2/function/parameters/properties/x``).
-    """
-
-    def __init__(self, message: str, *, tool: str | None = None, pointer: str = "") -> None:
-        where = f"tool '{tool}': " if tool else ""
-        super().__init__(where + message, pointer=pointer)
-        self.tool = tool
 
 
 @dataclass(frozen=True)
@@ -245,9 +234,9 @@ def read_tool_choice(choice: Any, specs: list[ToolSpec]) -> tuple[Choice, tuple[
 # ------------------------------------------------------------------------------- the grammar
 
 _ASCII_TEXT = ByteClass(((0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x7E)))
-_CHAR = Alt((_ASCII_TEXT, _UTF8_MULTI))
+_CHAR = Alt((_ASCII_TEXT, UTF8_MULTI))
 _SPACE = ByteClass.of(" \t\n\r")
-_SOLID = Alt((ByteClass(((0x21, 0x7E),)), _UTF8_MULTI))  # a character that is not white space
+_SOLID = Alt((ByteClass(((0x21, 0x7E),)), UTF8_MULTI))  # a character that is not white space
 _ANY_BYTES = Repeat(ByteClass(((0, 255),)), 0, None)
 
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from structgen.decoding.loop import GenerationStats, decode
-from structgen.errors import DecodingError, IncompleteGenerationError
-from structgen.frontends.sql import CompiledSql, ReadOnly, _lex, compile_schema, read_schema
+from structgen.errors import IncompleteGenerationError, SqlGenerationError
+from structgen.frontends.sql import CompiledSql, ReadOnly, compile_schema, lex_sql, read_schema
 
 if TYPE_CHECKING:
     from structgen.api.generator import Generator
@@ -68,12 +68,6 @@ class SqlResult:
         return not self.attempts
 
 
-class SqlGenerationError(DecodingError):
-    """No query passed the checks within the retries; ``attempts`` holds each one and why."""
-
-    def __init__(self, message: str, *, attempts: list[SqlAttempt]) -> None:
-        super().__init__(message)
-        self.attempts = attempts
 
 
 def sql_prompt(question: str, ddl: str) -> str:
@@ -163,7 +157,7 @@ def _table_to_blame(compiled: CompiledSql, sql: str, error: str, offset: int | N
     if column is None:
         return offset
     tables = compiled._tables
-    lexemes = _lex(sql)
+    lexemes = lex_sql(sql)
     named = [lx for lx in lexemes if lx.name in tables]
     owners = {t for t, cols in tables.items() if column.group(1).lower() in cols}
     if not owners or not named or owners & {lx.name for lx in named}:
@@ -216,7 +210,7 @@ def locate(sql: str, message: str) -> int | None:
     if named is None:
         return None
     wanted = named.group(1).strip().rstrip("()").lower().split(".")
-    lexemes = _lex(sql)
+    lexemes = lex_sql(sql)
     for i in range(len(lexemes)):
         parts = lexemes[i:i + 2 * len(wanted) - 1]
         names = [p.name if p.name is not None else p.text.lower() for p in parts[::2]]
@@ -236,7 +230,7 @@ def _backtrack(vocab: Any, tokens: list[int], offset: int | None,
     if offset is None:
         return []
     text = vocab.token_bytes(tokens)
-    name = _lex(text[offset:].decode("utf-8", "replace"))
+    name = lex_sql(text[offset:].decode("utf-8", "replace"))
     if not name:
         return []
     start = 0

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from structgen.decoding.loop import GenerationStats, decode
-from structgen.errors import DecodingError, IncompleteGenerationError, StructgenError
+from structgen.errors import DecodingError, IncompleteGenerationError, MessagesError
 from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls, read_tool_choice,
                          read_tools, tool_call_grammar)
 
@@ -38,8 +38,6 @@ __all__ = ["ToolCallResult", "MessagesError", "generate_tool_calls_with", "tool_
 _ROLES = ("system", "user", "assistant", "tool")
 
 
-class MessagesError(StructgenError, ValueError):
-    """The chat messages are malformed; the message says which one (by index) and why."""
 
 
 @dataclass

@@ -126,14 +126,16 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     walk per place that calls it.) Where the run's last piece forbids some first bytes of the
     token, the call goes to a copy of the token's rule without them.
     """
-    union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])))
-    runs = sorted(_ignored_run(dfa_of(ignore), union).items(), key=lambda kv: sorted(kv[0])) \
+    # The terminals' own DFAs are what the rule automata are built from anyway (charged there);
+    # the products explored below are what this module adds, and they are charged.
+    union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
+    runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
         if ignore is not None else []
     lookahead: list[tuple[str, frozenset[int]]] = []
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
-        by_exit = sorted(_token(dfa_of(lang), union).items(), key=lambda kv: sorted(kv[0]))
+        by_exit = sorted(_token(dfa_of(lang, charged=False), union).items(), key=lambda kv: sorted(kv[0]))
         names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
         new_rules[name] = []
         for n, (forbidden, body) in zip(names, by_exit):

@@ -25,20 +25,14 @@ from __future__ import annotations
 
 import functools
 
-from structgen.errors import GrammarError
+from structgen.errors import RegexSyntaxError
 from structgen.core.ir import Expr, alt, seq
-from structgen.frontends.regex.ecma import (_HEX_CHARS, MAX_CODE_POINT, Ranges, _branches, _complement, _Malformed, _normalize,
-                    _Parser, _Unsupported)
+from structgen.frontends.regex.charsets import MAX_CODE_POINT, Ranges, complement, normalize
+from structgen.frontends.regex.syntax import HEX_CHARS, Malformed, Parser, Unsupported, branches
 
 __all__ = ["text_regex_to_ir", "is_lazy", "RegexSyntaxError"]
 
 
-class RegexSyntaxError(GrammarError):
-    """A malformed or unsupported terminal regex; ``offset`` is the character in the pattern."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(message)
-        self.offset = offset
 
 
 @functools.lru_cache(maxsize=None)
@@ -63,7 +57,7 @@ class _LazyClasses(dict):
 
     def __getitem__(self, key: str) -> Ranges:
         base = _unicode_class(key.lower())
-        return base if key.islower() else _complement(base)
+        return base if key.islower() else complement(base)
 
 
 def _case_variants(cp: int) -> set[int]:
@@ -83,10 +77,10 @@ def _fold(ranges: Ranges) -> Ranges:
             for v in _case_variants(cp):
                 if not lo <= v <= hi:
                     extra.append((v, v))
-    return _normalize(extra)
+    return normalize(extra)
 
 
-class _PythonParser(_Parser):
+class _PythonParser(Parser):
     """The parser of :mod:`structgen.frontends.regex.ecma`, reading Python's ``re`` dialect."""
 
     class_escapes = _LazyClasses()
@@ -94,30 +88,30 @@ class _PythonParser(_Parser):
     def __init__(self, pattern: str, *, ignore_case: bool, dotall: bool) -> None:
         super().__init__(pattern)
         self.ignore_case = ignore_case
-        self.dot = ((0, MAX_CODE_POINT),) if dotall else _complement(((0x0A, 0x0A),))
+        self.dot = ((0, MAX_CODE_POINT),) if dotall else complement(((0x0A, 0x0A),))
 
     def fold(self, ranges: Ranges) -> Ranges:
         return _fold(ranges) if self.ignore_case else ranges
 
     def term(self):
         if self.peek() in ("^", "$") and self.peek():
-            raise _Unsupported(f"anchor '{self.peek()}' (a terminal always matches whole)", self.i)
+            raise Unsupported(f"anchor '{self.peek()}' (a terminal always matches whole)", self.i)
         return super().term()
 
     def group(self):
         if self.p.startswith("(?P<", self.i):  # Python's named group
             end = self.p.find(">", self.i)
             if end < 0:
-                raise _Malformed("invalid group name in '(?P<'", self.i)
+                raise Malformed("invalid group name in '(?P<'", self.i)
             self.p = self.p[:self.i + 2] + self.p[self.i + 3:]  # read it as '(?<name>'
         elif self.p.startswith("(?P=", self.i):
-            raise _Unsupported("backreference '(?P='", self.i)
+            raise Unsupported("backreference '(?P='", self.i)
         return super().group()
 
     def atom_escape(self):
         c = self.peek(1)
         if c in ("A", "Z") and c:
-            raise _Unsupported(f"anchor '\\{c}' (a terminal always matches whole)", self.i)
+            raise Unsupported(f"anchor '\\{c}' (a terminal always matches whole)", self.i)
         return super().atom_escape()
 
     def char_escape(self, *, in_class: bool) -> int:
@@ -129,8 +123,8 @@ class _PythonParser(_Parser):
         if c in ("u", "U") and c:  # Python: \uHHHH, \UHHHHHHHH (no braces)
             n, count = (4, "four") if c == "u" else (8, "eight")
             digits = self.p[self.i + 2:self.i + 2 + n]
-            if len(digits) != n or any(d not in _HEX_CHARS for d in digits):
-                raise _Malformed(f"'\\{c}' must be followed by {count} hex digits", start)
+            if len(digits) != n or any(d not in HEX_CHARS for d in digits):
+                raise Malformed(f"'\\{c}' must be followed by {count} hex digits", start)
             self.i += 2 + n
             return int(digits, 16)
         if c and c in "01234567" and (c == "0" or in_class):
@@ -140,7 +134,7 @@ class _PythonParser(_Parser):
             self.i = j
             return int(self.p[start + 1:j], 8)
         if c in ("c", "N") and c:
-            raise _Unsupported(f"escape '\\{c}'", start)
+            raise Unsupported(f"escape '\\{c}'", start)
         return super().char_escape(in_class=in_class)
 
 
@@ -152,9 +146,9 @@ def text_regex_to_ir(pattern: str, *, ignore_case: bool = False, dotall: bool = 
     """
     try:
         return _compile(pattern, ignore_case, dotall)[0]
-    except _Malformed as e:
+    except Malformed as e:
         raise RegexSyntaxError(f"invalid regular expression: {e.what}", e.offset) from None
-    except _Unsupported as e:
+    except Unsupported as e:
         raise RegexSyntaxError(f"unsupported in a regular expression: {e.what}", e.offset) from None
 
 
@@ -162,8 +156,8 @@ def text_regex_to_ir(pattern: str, *, ignore_case: bool = False, dotall: bool = 
 def _compile(pattern: str, ignore_case: bool, dotall: bool) -> tuple[Expr, bool]:
     parser = _PythonParser(pattern, ignore_case=ignore_case, dotall=dotall)
     tree = parser.parse()
-    branches = _branches(tree, False, False, 1, "raw")  # anchors raise: never at an edge
-    return alt(*(seq(ir) for _, _, ir in branches)), parser.lazy
+    lowered = branches(tree, False, False, 1, "raw")  # anchors raise: never at an edge
+    return alt(*(seq(ir) for _, _, ir in lowered)), parser.lazy
 
 
 def is_lazy(pattern: str) -> bool:
