@@ -13,7 +13,12 @@ import structgen
 MODULES = ["structgen", "structgen.core.ir", "structgen.engine.vocab", "structgen.core.automaton", "structgen.engine.pda",
            "structgen.engine.masks", "structgen.engine.matcher", "structgen.engine.compiler", "structgen.frontends.json_schema.translate",
            "structgen.frontends.json_text", "structgen.frontends.regex.ecma", "structgen.core.regular", "structgen.frontends.json_schema.numbers",
-           "structgen.frontends.json_schema.formats", "structgen.frontends.json_schema.merge", "structgen.frontends.sql", "structgen.tasks.sql"]
+           "structgen.frontends.json_schema.formats", "structgen.frontends.json_schema.dnf", "structgen.frontends.sql", "structgen.tasks.sql",
+           "structgen.frontends.json_schema.values", "structgen.frontends.json_schema.terms", "structgen.frontends.json_schema.refs",
+           "structgen.frontends.json_schema.facts", "structgen.frontends.json_schema.negation", "structgen.frontends.json_schema.oneof",
+           "structgen.frontends.json_schema.keywords", "structgen.frontends.json_schema.registry",
+           "structgen.frontends.json_schema.patterns", "structgen.frontends.json_schema.scalars",
+           "structgen.frontends.json_schema.objects", "structgen.frontends.json_schema.arrays"]
 
 
 def test_all_lists_every_public_name():
