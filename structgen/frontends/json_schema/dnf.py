@@ -32,8 +32,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
-from structgen.frontends.json_schema.facts import Gathering, Merged, ValueChecks
-from structgen.frontends.json_schema.oneof import MAX_ALTERNATIVES, OneOfExpansion, raise_refusal
+from structgen.frontends.json_schema.facts import Gathering, Merged, ValueChecks, raise_refusal
+from structgen.frontends.json_schema.oneof import MAX_ALTERNATIVES, OneOfExpansion
 from structgen.frontends.json_schema.refs import resolve_ref
 from structgen.frontends.json_schema.registry import Registry
 from structgen.frontends.json_schema.terms import Absent, Conj, Part, PendingOneOf, Term

@@ -40,7 +40,7 @@ from structgen.frontends.json_schema.patterns import matches_avoided, pattern_ma
 __all__ = ["Merged", "Gathering", "ValueChecks", "MemberRule", "ItemRule", "array_part", "merge_type",
            "merge_enum", "merge_members", "merge_property_names", "merge_required", "merge_items",
            "merge_contains", "merge_unique", "merge_pattern", "merge_format", "merge_numbers", "merge_count",
-           "merge_unevaluated_properties", "merge_unevaluated_items", "member_rule", "DYNAMIC_APPLICATORS"]
+           "merge_unevaluated_properties", "merge_unevaluated_items", "member_rule", "DYNAMIC_APPLICATORS", "raise_refusal"]
 
 #: One conjunct's say on members: (its part, its ``properties``, its ``additionalProperties`` as a
 #: part or None, its ``patternProperties`` as (pattern, part) pairs)
@@ -544,13 +544,19 @@ def _evaluated(schema: Any, ptr: str, kw: str, dynamic: tuple[str, ...]) -> tupl
     return found, False, None
 
 
+def raise_refusal(keyword: str, pointer: str, hint: str) -> None:
+    """The strict refusal (no ``lenient``): an :class:`~structgen.errors.UnsupportedFeatureError`."""
+    raise UnsupportedFeatureError(keyword, pointer=pointer, hint=hint)
+
+
 def _unevaluated_refused(g: Gathering, part: Part, kw: str, dynamic: str) -> None:
     if g.refuse is None:
         raise UnsupportedFeatureError(kw, pointer=join_pointer(part.pointer, kw), hint="")
+    applicator = dynamic.rsplit("/", 1)[-1]
     g.refuse(kw, join_pointer(part.pointer, kw),
-             f"the members or items it covers depend on which branch of {dynamic} holds; {kw} is supported "
-             "where they are static: properties, patternProperties, prefixItems and items of its own "
-             "schema and of allOf branches")
+             f"what it covers depends on `{applicator}` at {dynamic}; {kw} is supported where what is "
+             "evaluated is static: the properties, patternProperties, prefixItems and items of its own "
+             "schema and its allOf branches (no anyOf, oneOf, if, $ref, dependentSchemas, contains there)")
 
 
 def merge_unevaluated_properties(g: Gathering, part: Part, kw: str) -> None:

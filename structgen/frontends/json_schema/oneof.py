@@ -21,22 +21,17 @@ from __future__ import annotations
 from typing import Callable
 
 from structgen.errors import SchemaError, UnsupportedFeatureError, is_no_value, no_value
-from structgen.frontends.json_schema.facts import Merged, ValueChecks
+from structgen.frontends.json_schema.facts import Merged, ValueChecks, raise_refusal
 from structgen.frontends.json_schema.terms import Part, PendingOneOf, Term
 from structgen.frontends.json_schema.values import join_pointer, json_equal, kind
 
-__all__ = ["OneOfExpansion", "MAX_ALTERNATIVES", "MAX_DISJOINT_DEPTH", "raise_refusal"]
+__all__ = ["OneOfExpansion", "MAX_ALTERNATIVES", "MAX_DISJOINT_DEPTH"]
 
 #: A conjunction distributes over at most this many alternatives (anyOf/oneOf beside other
 #: keywords multiply out); beyond, the combinator is refused.
 MAX_ALTERNATIVES = 128
 #: How deep :meth:`OneOfExpansion.disjoint` looks into required properties for a discriminator.
 MAX_DISJOINT_DEPTH = 3
-
-
-def raise_refusal(keyword: str, pointer: str, hint: str) -> None:
-    """The strict refusal: an :class:`~structgen.errors.UnsupportedFeatureError`."""
-    raise UnsupportedFeatureError(keyword, pointer=pointer, hint=hint)
 
 
 class OneOfExpansion:
