@@ -170,3 +170,31 @@ def test_package_imports_stay_in_their_layer():
                     assert not any(a.name.startswith("_") for a in node.names), f"{path.name}: private import"
             if isinstance(node, ast.Import):
                 assert not any(a.name.split(".")[0] in ("torch", "transformers") for a in node.names), path.name
+
+
+# -- references: identifiers and anchors as the declared draft spells them (``referencing``)
+
+D7 = "http://json-schema.org/draft-07/schema#"
+D2020 = "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("schema, value, valid", [
+    # draft 7: $id beside $ref is ignored, so "#/definitions/n" resolves against the root
+    ({"$schema": D7, "$id": "http://x.org/root.json", "definitions": {"n": {"type": "null"}},
+      "properties": {"a": {"$id": "http://x.org/other/", "$ref": "#/definitions/n"}}}, {"a": None}, True),
+    ({"$schema": D7, "definitions": {"n": {"$id": "#num", "type": "number"}}, "$ref": "#num"}, 1, True),
+    ({"$schema": D2020, "$defs": {"n": {"$anchor": "num", "type": "number"}}, "$ref": "#num"}, "x", False),
+    ({"definitions": {"n": {"$id": "#num", "type": "number"}}, "$ref": "#num"}, 1, True),  # no draft: both
+    ({"$defs": {"n": {"$anchor": "num", "type": "number"}}, "$ref": "#num"}, 1, True),
+])
+def test_references_read_as_the_draft_says(schema, value, valid):
+    assert accepts(schema, value) == valid
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": D7, "definitions": {"n": {"$anchor": "num"}}, "$ref": "#num"},  # $anchor is 2019-09+
+    {"$schema": D2020, "$defs": {"n": {"$id": "#num"}}, "$ref": "#num"},  # $id: "#x" is draft 6/7
+])
+def test_an_anchor_the_declared_draft_does_not_spell_is_not_found(schema):
+    with pytest.raises(SchemaError, match="no \\$anchor named 'num'"):
+        structgen.compile_json_schema(schema, BYTES)

@@ -1,9 +1,11 @@
 """``$ref`` inside one schema document: base URIs from ``$id``, JSON pointers and anchors.
 
-Why here and not in python-jsonschema's ``referencing``: the compiler needs the JSON *pointer* of
-each target (rules, memo keys and error messages are named by it), which ``referencing``
-does not give; the draft-specific reading of ``$id`` (``id`` in drafts 3 and 4, ``$id: "#name"``
-as an anchor in drafts 6 and 7) is kept here as the suite tests it.
+What each draft means by an identifier or an anchor is ``referencing``'s (python-jsonschema's
+resolver library): ``id`` in drafts 3 and 4, ``$id`` later, ignored beside ``$ref`` up to draft
+7; ``$id: "#name"`` as an anchor up to draft 7, ``$anchor`` (and ``$dynamicAnchor`` in
+2020-12) after. Finding targets stays here: the compiler needs the JSON *pointer* of each
+target (rules, memo keys and error messages are named by it), which ``referencing`` does not
+give, and only the document's own resources are reached (a remote reference is refused).
 
 Example
 -------
@@ -18,6 +20,9 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
+
+from referencing import Specification
+from referencing.jsonschema import DRAFT3, DRAFT4, DRAFT6, DRAFT7, DRAFT201909, DRAFT202012
 
 from structgen.errors import SchemaError, UnsupportedFeatureError
 from structgen.frontends.json_schema.terms import Part
@@ -83,31 +88,58 @@ class _Document:
     resources: dict[str, str] = field(default_factory=lambda: {"": ""})  # URI -> pointer
     anchors: dict[tuple[str, str], str] = field(default_factory=dict)  # (URI, name) -> pointer
     bases: dict[str, str] = field(default_factory=dict)  # pointer -> base URI (memo)
-    legacy: bool = False  # drafts 3 and 4 spell $id as id
+    spec: Specification = DRAFT202012  # the draft: how it spells identifiers
+    #: how it spells anchors: a document that declares no draft has both spellings read
+    anchor_specs: tuple[Specification, ...] = (DRAFT202012,)
 
     def base_at(self, root: Any, ptr: str) -> str:
         """The base URI in force at ``ptr`` (the ``$id`` of the nearest resource around it)."""
         got = self.bases.get(ptr)
         if got is None:
-            base, node = _own_id(root, "", self.legacy), root
+            base, node = _own_id(root, "", self.spec), root
             for part in ptr.split("/")[1:]:
                 part = part.replace("~1", "/").replace("~0", "~")
                 try:
                     node = node[int(part)] if isinstance(node, list) else node[part]
                 except (KeyError, IndexError, ValueError, TypeError):
                     break
-                base = _own_id(node, base, self.legacy)
+                base = _own_id(node, base, self.spec)
             self.bases[ptr] = got = base
         return got
 
 
-def _own_id(node: Any, base: str, legacy: bool) -> str:
-    """The base URI inside ``node``: its ``$id`` (drafts 3-4: ``id``) resolved against ``base``."""
+#: The keywords ``referencing`` reads identifiers and anchors from (only string values are passed
+#: on: a property named ``$id`` inside ``properties`` is no identifier).
+_ID_KEYWORDS = ("$id", "id", "$anchor", "$dynamicAnchor", "$ref")
+_DRAFTS = {"draft-03": DRAFT3, "draft-04": DRAFT4, "draft-06": DRAFT6, "draft-07": DRAFT7,
+           "draft/2019-09": DRAFT201909}
+
+
+def _identifiers(node: dict) -> dict[str, str]:
+    return {k: node[k] for k in _ID_KEYWORDS if isinstance(node.get(k), str)}
+
+
+def _own_id(node: Any, base: str, spec: Specification) -> str:
+    """The base URI inside ``node``: its identifier as the draft reads it, resolved against ``base``."""
     if isinstance(node, dict):
-        ident = node.get("id" if legacy else "$id")
+        ident = spec.id_of(_identifiers(node))
         if isinstance(ident, str) and not ident.startswith("#"):
             return urllib.parse.urldefrag(_join_uri(base, ident))[0]
     return base
+
+
+def _specification(root: Any) -> tuple[Specification, tuple[Specification, ...]]:
+    """The draft ``root`` declares (``$schema``, any scheme, with or without ``#``) for
+    identifiers and anchors; with none declared, 2020-12 identifiers and the anchors of both
+    spellings (``$anchor`` and drafts 6/7 ``$id: "#name"``), as schemas in the wild mix them."""
+    dialect = root.get("$schema") if isinstance(root, dict) else None
+    if isinstance(dialect, str):
+        for name, spec in _DRAFTS.items():
+            if f"json-schema.org/{name}/" in dialect:
+                return spec, (spec,)
+        if "json-schema.org/" in dialect:
+            return DRAFT202012, (DRAFT202012,)
+    return DRAFT202012, (DRAFT202012, DRAFT7)
 
 
 _DOCUMENTS: dict[int, tuple[Any, _Document]] = {}
@@ -118,20 +150,17 @@ def _document(root: Any) -> _Document:
     got = _DOCUMENTS.get(id(root))
     if got is not None and got[0] is root:
         return got[1]
-    dialect = root.get("$schema") if isinstance(root, dict) else None
-    doc = _Document(legacy=isinstance(dialect, str) and any(f"/draft-0{d}/" in dialect for d in "34"))
-    id_keyword = "id" if doc.legacy else "$id"
+    spec, anchor_specs = _specification(root)
+    doc = _Document(spec=spec, anchor_specs=anchor_specs)
 
     def walk(node: Any, pointer: str, base: str) -> None:
         if isinstance(node, dict):
-            base = _own_id(node, base, doc.legacy)
+            base = _own_id(node, base, doc.spec)
             doc.resources.setdefault(base, pointer)
-            ident = node.get(id_keyword)
-            if isinstance(ident, str) and ident.startswith("#") and len(ident) > 1:  # drafts 4-7 anchor
-                doc.anchors.setdefault((base, ident[1:]), pointer)
-            for kw in ("$anchor", "$dynamicAnchor"):
-                if isinstance(node.get(kw), str):
-                    doc.anchors.setdefault((base, node[kw]), pointer)
+            for spec in doc.anchor_specs:
+                for anchor in spec.anchors_in(_identifiers(node)):
+                    if anchor.name:
+                        doc.anchors.setdefault((base, anchor.name), pointer)
             for key, child in node.items():
                 if key not in _VALUE_KEYWORDS:
                     walk(child, join_pointer(pointer, key), base)
@@ -140,7 +169,7 @@ def _document(root: Any) -> _Document:
                 walk(child, join_pointer(pointer, i), base)
 
     walk(root, "", "")
-    doc.resources.setdefault(_own_id(root, "", doc.legacy), "")
+    doc.resources.setdefault(_own_id(root, "", doc.spec), "")
     if len(_DOCUMENTS) > 64:
         _DOCUMENTS.clear()
     _DOCUMENTS[id(root)] = (root, doc)
