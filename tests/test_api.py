@@ -18,6 +18,7 @@ MODULES = ["structgen", "structgen.core.ir", "structgen.engine.vocab", "structge
            "structgen.frontends.json_schema.facts", "structgen.frontends.json_schema.negation", "structgen.frontends.json_schema.oneof",
            "structgen.frontends.json_schema.keywords", "structgen.frontends.json_schema.registry",
            "structgen.frontends.json_schema.patterns", "structgen.frontends.json_schema.scalars",
+           "structgen.frontends.json_schema.unevaluated",
            "structgen.frontends.json_schema.objects", "structgen.frontends.json_schema.arrays"]
 
 

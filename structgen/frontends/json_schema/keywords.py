@@ -29,7 +29,6 @@ from structgen.frontends.json_schema.dnf import Merger
 from structgen.frontends.json_schema.facts import (Merged, merge_contains, merge_count, merge_enum, merge_format,
                                                    merge_items, merge_members, merge_numbers, merge_pattern,
                                                    merge_property_names, merge_required, merge_type,
-                                                   merge_unevaluated_items, merge_unevaluated_properties,
                                                    merge_unique)
 from structgen.frontends.json_schema.formats import FORMAT_NOTES
 from structgen.frontends.json_schema.negation import (flip, negate_all_of, negate_any_of, negate_contains,
@@ -41,6 +40,7 @@ from structgen.frontends.json_schema.objects import MAX_KEY_REGIONS, object_expr
 from structgen.frontends.json_schema.registry import Keyword, Registry
 from structgen.frontends.json_schema.scalars import MAX_ANY_ORDER_KEYS, literal, number_expr, string_expr
 from structgen.frontends.json_schema.terms import Conj, Part
+from structgen.frontends.json_schema.unevaluated import merge_unevaluated_items, merge_unevaluated_properties
 from structgen.frontends.json_schema.values import join_pointer
 
 __all__ = ["KEYWORDS", "SUPPORTED_KEYWORDS", "ASSERTION_KEYWORDS", "LENIENT_KEYWORDS", "LOCAL_KEYWORDS",
