@@ -1,7 +1,7 @@
 """Regenerate the README's generated blocks (``make readme``); tests/test_readme.py checks them.
 
 A block sits between ``<!-- generated: NAME -->`` and ``<!-- end: NAME -->``; its text comes from
-the code (e.g. the JSON Schema keyword table from structgen.frontends.json_schema.translate), never by hand.
+the code (e.g. the JSON Schema keyword table from the registry, structgen.frontends.json_schema.keywords), never by hand.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def blocks() -> dict[str, str]:
-    from structgen.frontends.json_schema.translate import keyword_table
+    from structgen.frontends.json_schema.keywords import keyword_table
 
     return {"keyword-table": keyword_table()}
 

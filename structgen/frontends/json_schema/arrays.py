@@ -8,7 +8,7 @@ keywords are read as a small automaton over *element classes*:
   :class:`~structgen.core.ir.Counted` rule of ``, item`` (``minItems``/``maxItems``): the count lives
   beside the rule's state, so ``maxItems: 10000`` costs no more states than ``maxItems: 10``;
 - ``contains``: each element is either one that matches the ``contains`` subschema or one that
-  does not (``not`` of it, which must be exact, see :mod:`structgen.frontends.json_schema.merge`), and the
+  does not (``not`` of it, which must be exact, see :mod:`structgen.frontends.json_schema.negation`), and the
   state counts the matches up to ``maxContains + 1``; with several ``contains`` (merged from
   ``allOf``, or left by a negation) an element is classed by the subset it matches, and the
   state counts each;
@@ -35,15 +35,17 @@ Example
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from structgen.core.budget import charge
 from structgen.errors import SchemaError, UnsupportedFeatureError, no_value
 from structgen.core.ir import Counted, Expr, Lit, Ref, Repeat, Seq, alt, seq
-from structgen.frontends.json_schema.merge import Conj, Merged, Part, json_equal
+from structgen.frontends.json_schema.facts import Merged
+from structgen.frontends.json_schema.lowering import Lowering
+from structgen.frontends.json_schema.scalars import literal
+from structgen.frontends.json_schema.terms import Conj, Part
+from structgen.frontends.json_schema.values import json_equal
 
-if TYPE_CHECKING:
-    from structgen.frontends.json_schema.translate import _Converter
 
 __all__ = ["array_expr", "MAX_ARRAY_STATES", "MAX_UNIQUE_LITERALS", "MAX_CONTAINS"]
 
@@ -56,7 +58,7 @@ MAX_CONTAINS = 3
 MAX_UNIQUE_LITERALS = 12
 
 
-def array_expr(cv: "_Converter", m: Merged) -> Expr:
+def array_expr(cv: Lowering, m: Merged) -> Expr:
     """The grammar of the arrays ``m`` allows (``m`` is one merged alternative of type array)."""
     lo, hi = m.min_items, m.max_items
     if hi is not None and hi < lo:
@@ -91,7 +93,7 @@ def array_expr(cv: "_Converter", m: Merged) -> Expr:
     return _counted(cv, positions, rest, lo, longest)
 
 
-def _counted(cv: "_Converter", positions: list[Ref | None], rest: Ref | None, lo: int,
+def _counted(cv: Lowering, positions: list[Ref | None], rest: Ref | None, lo: int,
              longest: int | None) -> Expr:
     """``[`` the prefix elements, then ``, rest`` repeated: ``lo`` to ``longest`` in all."""
     ws = cv.ws
@@ -127,7 +129,7 @@ def _counted(cv: "_Converter", positions: list[Ref | None], rest: Ref | None, lo
 Class = tuple  # (expression, tuple[bool, ...] per counted contains, literal index or -1)
 
 
-def _contains_classes(cv: "_Converter", m: Merged, counted: list[tuple[Part, int, int | None]],
+def _contains_classes(cv: Lowering, m: Merged, counted: list[tuple[Part, int, int | None]],
                       positions: list[Ref | None], rest: Ref | None) -> list[list[Class]] | None:
     """Per position (the last stands for every later one), the elements by which ``contains``
     subschemas they match (each combination: that subschema or its ``not``); None when
@@ -155,7 +157,7 @@ def _contains_classes(cv: "_Converter", m: Merged, counted: list[tuple[Part, int
     return out
 
 
-def _unique_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
+def _unique_classes(cv: Lowering, m: Merged, positions: list[Ref | None],
                     rest: Ref | None) -> list[list[Class]] | None:
     """Per position, one class per literal it may hold (``uniqueItems`` over finite sets)."""
     literals: list[Any] = []
@@ -173,7 +175,7 @@ def _unique_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
             if k is None:
                 k = len(literals)
                 literals.append(v)
-            options.append((cv.literal(v, conj.key[0] if conj.parts else m.pointer), (), k))
+            options.append((literal(cv, v, conj.key[0] if conj.parts else m.pointer), (), k))
         out.append(options)
     if len(literals) > MAX_UNIQUE_LITERALS:
         cv.refuse("uniqueItems", m.unique, f"uniqueItems over {len(literals)} values (limit "
@@ -182,7 +184,7 @@ def _unique_classes(cv: "_Converter", m: Merged, positions: list[Ref | None],
     return out
 
 
-def _finite_values(cv: "_Converter", conj: Conj) -> list[Any] | None:
+def _finite_values(cv: Lowering, conj: Conj) -> list[Any] | None:
     """The values a place may hold when they are finitely many (deduplicated), else None."""
     values: list[Any] = []
     for alternative in cv.merger.alternatives(conj):
@@ -202,7 +204,7 @@ def _finite_values(cv: "_Converter", conj: Conj) -> list[Any] | None:
 # -- the counting automaton
 
 
-def _automaton(cv: "_Converter", m: Merged, counted: list[tuple[Part, int, int | None]],
+def _automaton(cv: Lowering, m: Merged, counted: list[tuple[Part, int, int | None]],
                classes: list[list[Class]], lo: int, longest: int | None) -> Expr:
     """Rules over states (elements written, matches per contains, literals used), dead states pruned."""
     # counts that behave alike share a state; 0 (nothing written yet: no comma) stands alone
@@ -213,13 +215,13 @@ def _automaton(cv: "_Converter", m: Merged, counted: list[tuple[Part, int, int |
         n, counts, used = state
         if longest is not None and n >= longest:
             return
-        for expr, matches, literal in classes[min(n, len(classes) - 1)]:
-            if literal in used:
+        for expr, matches, which in classes[min(n, len(classes) - 1)]:
+            if which in used:
                 continue
             after = tuple(min(c + hit, cap) for c, hit, cap in zip(counts, matches, caps))
             if any(hi is not None and c > hi for c, (_, _, hi) in zip(after, counted)):
                 continue
-            yield expr, (min(n + 1, n_cap), after, used | {literal} if literal >= 0 else used)
+            yield expr, (min(n + 1, n_cap), after, used | {which} if which >= 0 else used)
 
     def accepting(state: tuple[int, tuple[int, ...], frozenset[int]]) -> bool:
         n, counts, _ = state

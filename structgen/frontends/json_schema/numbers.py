@@ -38,6 +38,7 @@ from structgen.errors import SchemaError, UnsupportedFeatureError, no_value
 from structgen.core.ir import ByteClass, Expr, Fsm, Lit, Repeat, Seq, alt, seq
 from structgen.frontends.json_text import JSON_INTEGER, JSON_NUMBER
 from structgen.core.regular import intersect
+from structgen.frontends.json_schema.values import tighter
 
 __all__ = ["number_ir", "Bounds", "read_bounds", "MAX_DIVISOR_STATES"]
 
@@ -66,10 +67,10 @@ class Bounds:
     def meet(self, other: "Bounds") -> "Bounds":
         """The intersection of two intervals (the tighter bound on each side)."""
         lo, lo_open = self.lo, self.lo_open
-        if other.lo is not None and (lo is None or other.lo > lo or (other.lo == lo and other.lo_open)):
+        if other.lo is not None and tighter(other.lo, lo, lower=True, new_open=other.lo_open, old_open=lo_open):
             lo, lo_open = other.lo, other.lo_open
         hi, hi_open = self.hi, self.hi_open
-        if other.hi is not None and (hi is None or other.hi < hi or (other.hi == hi and other.hi_open)):
+        if other.hi is not None and tighter(other.hi, hi, lower=False, new_open=other.hi_open, old_open=hi_open):
             hi, hi_open = other.hi, other.hi_open
         return Bounds(lo, lo_open, hi, hi_open)
 
@@ -92,18 +93,15 @@ def _exact(value: Any, keyword: str, pointer: str) -> Fraction:
 
 def read_bounds(schema: dict, pointer: str) -> tuple[Bounds, Fraction | None]:
     """The interval and divisor a schema states (drafts 4 to 2020-12 spellings)."""
-    lo = hi = None
-    lo_open = hi_open = False
+    found = Bounds()
 
     def tighter_lo(v: Fraction, open_: bool) -> None:
-        nonlocal lo, lo_open
-        if lo is None or v > lo or (v == lo and open_):
-            lo, lo_open = v, open_
+        nonlocal found
+        found = found.meet(Bounds(lo=v, lo_open=open_))
 
     def tighter_hi(v: Fraction, open_: bool) -> None:
-        nonlocal hi, hi_open
-        if hi is None or v < hi or (v == hi and open_):
-            hi, hi_open = v, open_
+        nonlocal found
+        found = found.meet(Bounds(hi=v, hi_open=open_))
 
     ex_min, ex_max = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
     if "minimum" in schema:  # draft 4: a boolean exclusiveMinimum makes minimum exclusive
@@ -119,7 +117,7 @@ def read_bounds(schema: dict, pointer: str) -> tuple[Bounds, Fraction | None]:
         divisor = _exact(schema["multipleOf"], "multipleOf", pointer)
         if divisor <= 0:
             raise SchemaError(f"multipleOf must be above 0, not {schema['multipleOf']!r}", pointer=pointer)
-    return Bounds(lo, lo_open, hi, hi_open), divisor
+    return found, divisor
 
 
 def number_ir(*, integer: bool, minimum: Any = None, maximum: Any = None,

@@ -34,7 +34,6 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from structgen.core.budget import BudgetExceededError
 from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
@@ -42,10 +41,12 @@ from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, alt, se
 from structgen.frontends.json_text import JSON_CHAR, char_encodings, spellings
 from structgen.frontends.regex.ecma import char_set_ir, pattern_to_ir
 from structgen.core.regular import difference, intersect, matcher
-from structgen.frontends.json_schema.merge import Conj, Merged, Part, join_pointer
+from structgen.frontends.json_schema.facts import Merged
+from structgen.frontends.json_schema.lowering import Lowering
+from structgen.frontends.json_schema.scalars import MAX_ANY_ORDER_KEYS, string_content
+from structgen.frontends.json_schema.terms import Conj, Part
+from structgen.frontends.json_schema.values import join_pointer
 
-if TYPE_CHECKING:
-    from structgen.frontends.json_schema.translate import _Converter
 
 __all__ = ["object_expr", "object_of", "Needs", "MAX_ASKED_MEMBERS", "key_except", "MAX_KEY_REGIONS", "MAX_ANY_ORDER_KEYS", "NOTHING"]
 
@@ -53,14 +54,11 @@ __all__ = ["object_expr", "object_of", "Needs", "MAX_ASKED_MEMBERS", "key_except
 #: patterns a key can match at once, over the merged schemas) are refused: up to 2**patterns
 #: when they overlap, patterns + 1 when they are disjoint (the common case: distinct prefixes).
 MAX_KEY_REGIONS = 16
-#: An object whose schema gives its keys no one order matches them in any order when walking,
-#: up to this many keys (one rule per set of keys written).
-MAX_ANY_ORDER_KEYS = 6
 
 Member = tuple[str, Ref, bool]  # key, value rule, required
 
 
-def object_expr(cv: "_Converter", m: Merged) -> Expr:
+def object_expr(cv: Lowering, m: Merged) -> Expr:
     """The grammar of the objects ``m`` allows (``m`` is one merged alternative of type object)."""
     names = _names_language(cv, m.property_names) if m.property_names else None
     name_ok = None if names is None else matcher(names)
@@ -125,7 +123,7 @@ def _with(conj: Conj, also: list[Part]) -> Conj:
     return Conj(conj.parts + tuple(also)) if also else conj
 
 
-def _asked_members(cv: "_Converter", m: Merged) -> list[tuple[Expr, Part | None]]:
+def _asked_members(cv: Lowering, m: Merged) -> list[tuple[Expr, Part | None]]:
     """The key language and value schema of each member the object must have."""
     if len(m.some_members) > MAX_ASKED_MEMBERS:
         raise UnsupportedFeatureError("not", pointer=m.some_members[MAX_ASKED_MEMBERS].pointer,
@@ -149,7 +147,7 @@ def _asked_members(cv: "_Converter", m: Merged) -> list[tuple[Expr, Part | None]
     return out
 
 
-def _needs(cv: "_Converter", m: Merged, asked: list[tuple[Expr, Part | None]], members: list[Member],
+def _needs(cv: Lowering, m: Merged, asked: list[tuple[Expr, Part | None]], members: list[Member],
            spelt: dict[str, bytes], defined: set[str], names: Expr | None) -> Needs:
     """Which named and additional members can be which asked-for members (every subset)."""
     full = (1 << len(asked)) - 1
@@ -186,7 +184,7 @@ def _needs(cv: "_Converter", m: Merged, asked: list[tuple[Expr, Part | None]], m
 # -- additional members
 
 
-def _char(cv: "_Converter") -> Expr:
+def _char(cv: Lowering) -> Expr:
     return char_set_ir([(0, 0x10FFFF)], canonical=True) if cv.canonical else JSON_CHAR
 
 
@@ -194,7 +192,7 @@ def _char(cv: "_Converter") -> Expr:
 NOTHING = Fsm(((),), frozenset())
 
 
-def _names_language(cv: "_Converter", parts: list[Part]) -> Expr:
+def _names_language(cv: Lowering, parts: list[Part]) -> Expr:
     """The string contents the ``propertyNames`` schemas ``parts`` all allow (their union over
     merged alternatives, each the string automaton the frontend builds for a string schema)."""
     options: list[Expr] = []
@@ -208,11 +206,11 @@ def _names_language(cv: "_Converter", parts: list[Part]) -> Expr:
         if alternative.enum is not None:
             options += [spellings(v) for v in alternative.enum if isinstance(v, str)]
         elif "string" in alternative.kinds:
-            options.append(cv.string_content(alternative))
+            options.append(string_content(cv, alternative))
     return alt(*options) if options else NOTHING
 
 
-def _key_parts(cv: "_Converter", m: Merged, defined: set[str]) -> tuple[dict[str, Expr], list[Expr], list]:
+def _key_parts(cv: Lowering, m: Merged, defined: set[str]) -> tuple[dict[str, Expr], list[Expr], list]:
     """What every additional member of the object shares: the languages of its key patterns,
     the keys outside ``defined`` (a list of at most one), and the key regions."""
     patterns = list(dict.fromkeys(p for rules, _ in m.key_rules for p, _ in rules))
@@ -232,7 +230,7 @@ def _key_parts(cv: "_Converter", m: Merged, defined: set[str]) -> tuple[dict[str
     return languages, not_named, regions
 
 
-def _extra_member(cv: "_Converter", m: Merged, defined: set[str], names: Expr | None,
+def _extra_member(cv: Lowering, m: Merged, defined: set[str], names: Expr | None,
                   some: tuple[Expr, list[Part]] | None = None,
                   parts: "tuple[dict[str, Expr], list[Expr], list] | None" = None) -> Expr | None:
     """``key : value`` for the keys outside ``defined`` (and inside ``names``, the
@@ -274,7 +272,7 @@ def _extra_member(cv: "_Converter", m: Merged, defined: set[str], names: Expr | 
     return alt(*options) if options else None
 
 
-def _regions(cv: "_Converter", m: Merged, patterns: list[str],
+def _regions(cv: Lowering, m: Merged, patterns: list[str],
              languages: dict[str, Expr]) -> list[tuple[list[str], list[str]]] | None:
     """The regions of keys: (patterns a key matches, patterns it must not match), found by
     intersecting pattern by pattern and dropping empty intersections as they appear; a pattern
@@ -309,7 +307,7 @@ def _regions(cv: "_Converter", m: Merged, patterns: list[str],
     return found
 
 
-def _additional_value(cv: "_Converter", m: Merged, also: list[Part] | None = None) -> Ref | None:
+def _additional_value(cv: Lowering, m: Merged, also: list[Part] | None = None) -> Ref | None:
     """The value of a key no pattern matches: ``additionalProperties`` (strict: closed unless
     given) and ``also``, or None when no such key can be there."""
     if m.key_rules:
@@ -327,7 +325,7 @@ def _additional_value(cv: "_Converter", m: Merged, also: list[Part] | None = Non
     return cv.position_or_none(conj)
 
 
-def _region_value(cv: "_Converter", m: Merged, inside: list[str], also: list[Part] | None = None) -> Ref | None:
+def _region_value(cv: Lowering, m: Merged, inside: list[str], also: list[Part] | None = None) -> Ref | None:
     """The value of a key matching exactly the patterns ``inside``: their subschemas, and the
     ``additionalProperties`` of conjuncts whose own patterns it does not match (and ``also``)."""
     parts: list[Part] = []
@@ -337,7 +335,7 @@ def _region_value(cv: "_Converter", m: Merged, inside: list[str], also: list[Par
     return cv.position_or_none(_with(Conj(tuple(parts)), also))
 
 
-def key_except(cv: "_Converter", defined: set[str]) -> Expr:
+def key_except(cv: Lowering, defined: set[str]) -> Expr:
     """A JSON string whose decoded value is none of ``defined``, however it is spelt.
 
     The body is the shared JSON-string counter with the defined keys excluded (every spelling of
@@ -354,7 +352,7 @@ def key_except(cv: "_Converter", defined: set[str]) -> Expr:
 # -- member sequences
 
 
-def object_of(cv: "_Converter", members: list[Member], extra: Expr | None, lo: int = 0,
+def object_of(cv: Lowering, members: list[Member], extra: Expr | None, lo: int = 0,
               hi: int | None = None, count_pointer: str = "", needs: Needs | None = None) -> Expr:
     """``{`` members in order (optional ones may be left out), then additional ones ``}``, with
     ``lo``..``hi`` members in all.
@@ -460,7 +458,7 @@ def object_of(cv: "_Converter", members: list[Member], extra: Expr | None, lo: i
     return alt(*options)
 
 
-def object_any_order(cv: "_Converter", members: list[Member], extra: Expr | None,
+def object_any_order(cv: Lowering, members: list[Member], extra: Expr | None,
                      needs: Needs | None = None) -> Expr:
     """Members in any order, additional ones anywhere: for walking an object whose schema gives
     its keys no one order (``properties`` merged from several subschemas, required keys outside

@@ -1,0 +1,176 @@
+"""``$ref`` inside one schema document: base URIs from ``$id``, JSON pointers and anchors.
+
+What each draft means by an identifier or an anchor is ``referencing``'s (python-jsonschema's
+resolver library): ``id`` in drafts 3 and 4, ``$id`` later, ignored beside ``$ref`` up to draft
+7; ``$id: "#name"`` as an anchor up to draft 7, ``$anchor`` (and ``$dynamicAnchor`` in
+2020-12) after. Finding targets stays here: the compiler needs the JSON *pointer* of each
+target (rules, memo keys and error messages are named by it), which ``referencing`` does not
+give, and only the document's own resources are reached (a remote reference is refused).
+
+Example
+-------
+>>> doc = {"$id": "http://x.org/root", "$defs": {"a": {"$id": "a", "$anchor": "top", "type": "null"}}}
+>>> resolve_ref(doc, "a#top", "/properties/p").pointer, resolve_ref(doc, "#/$defs/a", "").pointer
+('/$defs/a', '/$defs/a')
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+
+from referencing import Specification
+from referencing.jsonschema import DRAFT3, DRAFT4, DRAFT6, DRAFT7, DRAFT201909, DRAFT202012
+
+from structgen.errors import SchemaError, UnsupportedFeatureError
+from structgen.frontends.json_schema.terms import Part
+from structgen.frontends.json_schema.values import join_pointer
+
+__all__ = ["resolve_ref"]
+
+
+def resolve_ref(root: Any, ref: Any, ptr: str) -> Part:
+    """The subschema a ``$ref`` at ``ptr`` names, inside the document ``root``.
+
+    The reference is resolved against the base URI at ``ptr`` (each ``$id`` on the way there
+    sets it), then looked up among the document's own resources: a JSON pointer (``~0``/``~1``,
+    percent-encoding) or an anchor (``$anchor``, ``$dynamicAnchor``, or a draft 6/7 ``$id:
+    "#name"``) in the resource it names. A reference to anything outside the document (a remote
+    schema, a metaschema) is refused.
+    """
+    where = join_pointer(ptr, "$ref")
+    if not isinstance(ref, str):
+        raise SchemaError(f"$ref must be a string, not {ref!r}", pointer=where)
+    doc = _document(root)
+    uri, fragment = urllib.parse.urldefrag(_join_uri(doc.base_at(root, ptr), ref))
+    fragment = urllib.parse.unquote(fragment)  # a URI fragment: %25 is "%"
+    resource = doc.resources.get(uri)
+    if resource is None:
+        raise UnsupportedFeatureError("$ref", pointer=where,
+                                      hint=f"{ref!r} names a schema outside this document "
+                                           f"({uri or 'the document'}); only references inside it are supported")
+    if fragment and not fragment.startswith("/"):  # "#name": an anchor, not a pointer
+        target = doc.anchors.get((uri, fragment))
+        if target is None:
+            raise SchemaError(f"$ref {ref!r}: no $anchor named {fragment!r} in the document", pointer=where)
+        return Part(_node_at(root, target, ref, where), target)
+    target = resource + fragment
+    return Part(_node_at(root, target, ref, where), target)
+
+
+def _node_at(root: Any, pointer: str, ref: str, where: str) -> Any:
+    node = root
+    try:
+        for part in pointer.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            node = node[int(part)] if isinstance(node, list) else node[part]
+    except (KeyError, IndexError, ValueError, TypeError) as err:
+        raise SchemaError(f"$ref {ref!r} does not resolve", pointer=where) from err
+    return node
+
+
+def _join_uri(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (RFC 3986; a fragment-only reference keeps any base,
+    a URN's too, which ``urljoin`` would drop)."""
+    if ref.startswith("#"):
+        return urllib.parse.urldefrag(base)[0] + ref
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", ref):
+        return ref
+    return urllib.parse.urljoin(base, ref)
+
+
+@dataclass
+class _Document:
+    """The resources (``$id``) and anchors of one schema document, by absolute URI."""
+
+    resources: dict[str, str] = field(default_factory=lambda: {"": ""})  # URI -> pointer
+    anchors: dict[tuple[str, str], str] = field(default_factory=dict)  # (URI, name) -> pointer
+    bases: dict[str, str] = field(default_factory=dict)  # pointer -> base URI (memo)
+    spec: Specification = DRAFT202012  # the draft: how it spells identifiers
+    #: how it spells anchors: a document that declares no draft has both spellings read
+    anchor_specs: tuple[Specification, ...] = (DRAFT202012,)
+
+    def base_at(self, root: Any, ptr: str) -> str:
+        """The base URI in force at ``ptr`` (the ``$id`` of the nearest resource around it)."""
+        got = self.bases.get(ptr)
+        if got is None:
+            base, node = _own_id(root, "", self.spec), root
+            for part in ptr.split("/")[1:]:
+                part = part.replace("~1", "/").replace("~0", "~")
+                try:
+                    node = node[int(part)] if isinstance(node, list) else node[part]
+                except (KeyError, IndexError, ValueError, TypeError):
+                    break
+                base = _own_id(node, base, self.spec)
+            self.bases[ptr] = got = base
+        return got
+
+
+#: The keywords ``referencing`` reads identifiers and anchors from (only string values are passed
+#: on: a property named ``$id`` inside ``properties`` is no identifier).
+_ID_KEYWORDS = ("$id", "id", "$anchor", "$dynamicAnchor", "$ref")
+_DRAFTS = {"draft-03": DRAFT3, "draft-04": DRAFT4, "draft-06": DRAFT6, "draft-07": DRAFT7,
+           "draft/2019-09": DRAFT201909}
+
+
+def _identifiers(node: dict) -> dict[str, str]:
+    return {k: node[k] for k in _ID_KEYWORDS if isinstance(node.get(k), str)}
+
+
+def _own_id(node: Any, base: str, spec: Specification) -> str:
+    """The base URI inside ``node``: its identifier as the draft reads it, resolved against ``base``."""
+    if isinstance(node, dict):
+        ident = spec.id_of(_identifiers(node))
+        if isinstance(ident, str) and not ident.startswith("#"):
+            return urllib.parse.urldefrag(_join_uri(base, ident))[0]
+    return base
+
+
+def _specification(root: Any) -> tuple[Specification, tuple[Specification, ...]]:
+    """The draft ``root`` declares (``$schema``, any scheme, with or without ``#``) for
+    identifiers and anchors; with none declared, 2020-12 identifiers and the anchors of both
+    spellings (``$anchor`` and drafts 6/7 ``$id: "#name"``), as schemas in the wild mix them."""
+    dialect = root.get("$schema") if isinstance(root, dict) else None
+    if isinstance(dialect, str):
+        for name, spec in _DRAFTS.items():
+            if f"json-schema.org/{name}/" in dialect:
+                return spec, (spec,)
+        if "json-schema.org/" in dialect:
+            return DRAFT202012, (DRAFT202012,)
+    return DRAFT202012, (DRAFT202012, DRAFT7)
+
+
+_DOCUMENTS: dict[int, tuple[Any, _Document]] = {}
+_VALUE_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # JSON values, not schemas
+
+
+def _document(root: Any) -> _Document:
+    got = _DOCUMENTS.get(id(root))
+    if got is not None and got[0] is root:
+        return got[1]
+    spec, anchor_specs = _specification(root)
+    doc = _Document(spec=spec, anchor_specs=anchor_specs)
+
+    def walk(node: Any, pointer: str, base: str) -> None:
+        if isinstance(node, dict):
+            base = _own_id(node, base, doc.spec)
+            doc.resources.setdefault(base, pointer)
+            for spec in doc.anchor_specs:
+                for anchor in spec.anchors_in(_identifiers(node)):
+                    if anchor.name:
+                        doc.anchors.setdefault((base, anchor.name), pointer)
+            for key, child in node.items():
+                if key not in _VALUE_KEYWORDS:
+                    walk(child, join_pointer(pointer, key), base)
+        elif isinstance(node, list):
+            for i, child in enumerate(node):
+                walk(child, join_pointer(pointer, i), base)
+
+    walk(root, "", "")
+    doc.resources.setdefault(_own_id(root, "", doc.spec), "")
+    if len(_DOCUMENTS) > 64:
+        _DOCUMENTS.clear()
+    _DOCUMENTS[id(root)] = (root, doc)
+    return doc
