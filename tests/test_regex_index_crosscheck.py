@@ -44,6 +44,8 @@ import pytest
 
 outlines_core = pytest.importorskip("outlines_core")
 
+pytestmark = pytest.mark.slow  # ~20 s: an outlines-core Index and masks over SmolLM2's 49k tokens per regex
+
 import structgen  # noqa: E402
 from structgen.core.regular import matches  # noqa: E402
 from structgen.frontends.regex.python import text_regex_to_ir  # noqa: E402
