@@ -37,6 +37,7 @@ import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,8 +53,8 @@ __all__ = ["SqlSchema", "CompiledSql", "ReadOnly", "SqlError", "read_schema",
 #: Spider's atis, 124 names, takes 670k units; 33 databases take 2,300-3,300 units a name beyond
 #: the first 300k).
 BUDGET_PER_NAME = 4_000
-#: The bundled SQLite query grammar (Lark format).
-SQL_GRAMMAR = Path(__file__).resolve().parents[1] / "grammars" / "sqlite.lark"
+#: The bundled SQLite query grammar (Lark format), package data found through importlib.resources.
+SQL_GRAMMAR = files("structgen") / "grammars" / "sqlite.lark"
 _NAME_SLOTS = "TABLE_NAME: NAME\nCOLUMN_NAME: NAME\n"
 #: What strict=True rewrites: table and column positions, and qualifiers, take only the database's
 #: names; tables and subqueries get no alias (``author.name`` stays valid); a made-up name (a
@@ -197,7 +198,8 @@ def sql_grammar_text(schema: SqlSchema, grammar: "str | os.PathLike[str]" = SQL_
     ``strict`` and ``whitespace`` as in :func:`compile_sql`. The same text can be handed to
     other engines (the benchmark does).
     """
-    text = Path(grammar).read_text(encoding="utf-8")
+    source = grammar if hasattr(grammar, "read_text") else Path(grammar)  # a path, or package data
+    text = source.read_text(encoding="utf-8")
     if _NAME_SLOTS not in text:
         raise SqlError(f"{str(grammar)!r} does not end with the name terminals compile_sql fills in:\n"
                        + _NAME_SLOTS)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 from structgen.errors import GrammarError
@@ -58,8 +59,10 @@ from structgen.frontends.regex.python import RegexSyntaxError, is_lazy, text_reg
 
 __all__ = ["read_grammar", "GRAMMARS_DIR"]
 
-#: Grammar files bundled with structgen (``%import common.WS`` looks here).
-GRAMMARS_DIR = Path(__file__).resolve().parents[2] / "grammars"
+#: Grammar files bundled with structgen (``%import common.WS`` looks here): the package data
+#: ``structgen/grammars``, found through importlib.resources wherever structgen is installed
+#: (a folder for any ordinary install).
+GRAMMARS_DIR = files("structgen") / "grammars"
 
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\f\r]+|\\\n)
@@ -644,9 +647,9 @@ def _walk(node):
 
 
 def _module_path(module: str, base: "Path | None") -> "Path | None":
-    rel = Path(*module.split(".")).with_suffix(".lark")
+    *folders, stem = module.split(".")
     for folder in ([base] if base is not None else []) + [GRAMMARS_DIR]:
-        path = folder / rel
+        path = folder.joinpath(*folders, stem + ".lark")
         if path.is_file():
             return path
     return None
