@@ -189,6 +189,7 @@ def test_readme_section_runs(section: Section, request, monkeypatch):
             report = io.StringIO()
             runner = doctest.DocTestRunner(optionflags=flags)
             result = runner.run(test, out=report.write, clear_globs=False)
+            namespace.update(test.globs)  # DocTest ran on a copy; later blocks see its names
             assert result.failed == 0, f"{where}: shown output differs\n{report.getvalue()}"
         else:
             code = compile("\n" * (block.lineno - 1) + block.text, str(README), "exec")
