@@ -119,12 +119,14 @@ def read_sections(text: str) -> list[Section]:
 
 SECTIONS = read_sections(README.read_text())
 RUNNABLE = [s for s in SECTIONS if s.code]
+# test ids are the headings' slugs: two sections with code under one heading name would clash
+assert len({s.title.lower() for s in RUNNABLE}) == len(RUNNABLE), "README: two code sections share a heading"
 
 
 def _param(section: Section):
     slow = USES_MODEL.search(section.code) or USES_GEMMA.search(section.code)
     slug = re.sub(r"[^a-z0-9]+", "-", section.title.lower()).strip("-")
-    return pytest.param(section, id=f"L{section.lineno}-{slug}", marks=[pytest.mark.slow] if slow else [])
+    return pytest.param(section, id=slug, marks=[pytest.mark.slow] if slow else [])
 
 
 def test_readme_generated_blocks_are_current():
