@@ -23,7 +23,7 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import (BudgetExceededError, CompileError, DecodingError, GrammarError,
-                              IncompleteGenerationError, MessagesError, ModelNotInstalledError,
+                              IncompleteGenerationError, MessagesError, ModelNotInstalledError, OptionError, ParseError,
                               RegexSyntaxError, SchemaError, SqlError, SqlGenerationError, StructgenError,
                               ToolSpecError, UnsupportedFeatureError)
 from structgen.frontends.sql import CompiledSql
@@ -48,6 +48,8 @@ __all__ = [
     "Matcher",
     "MessagesError",
     "ModelNotInstalledError",
+    "OptionError",
+    "ParseError",
     "RegexSyntaxError",
     "SchemaError",
     "SqlAttempt",

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 __all__ = [
     "StructgenError",
+    "OptionError",
+    "ParseError",
     "SchemaError",
     "UnsupportedFeatureError",
     "ToolSpecError",
@@ -28,6 +30,14 @@ __all__ = [
 
 class StructgenError(Exception):
     """Root of every error structgen raises on purpose."""
+
+
+class OptionError(StructgenError, ValueError):
+    """An argument of a public call has a value it does not take (the message says which)."""
+
+
+class ParseError(StructgenError, ValueError):
+    """Text that should have a known shape (a tool-call answer in its format) does not."""
 
 
 class SchemaError(StructgenError, ValueError):

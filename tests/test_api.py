@@ -47,3 +47,36 @@ def test_compiling_does_not_import_torch():
 def test_docstring_examples_run(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
+
+
+BYTES = structgen.Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: structgen.compile_json_schema({}, BYTES, whitespace="none"), structgen.OptionError),
+    (lambda: structgen.compile_regex("a", BYTES).matcher().rollback(1), structgen.OptionError),
+    (lambda: structgen.Vocabulary([b"a"], eos_ids=[5]), structgen.OptionError),
+    (lambda: structgen.ToolFormat(**{**vars(structgen.TOOL_FORMATS["hermes"]), "trigger": "<x>"}),
+     structgen.OptionError),
+    (lambda: __import__("structgen.frontends.tool_calls", fromlist=["parse_calls"]).parse_calls(
+        structgen.TOOL_FORMATS["hermes"], "<tool_call>\n{oops"), structgen.ParseError),
+    (lambda: structgen.compile_json_schema("{not json", BYTES), structgen.SchemaError),
+    (lambda: structgen.compile_grammar("start: nope", BYTES), structgen.GrammarError),
+])
+def test_public_calls_raise_typed_errors(call, error):
+    """A public call given a bad argument raises structgen's typed error (still a ValueError)."""
+    with pytest.raises(error) as info:
+        call()
+    assert isinstance(info.value, structgen.StructgenError) and isinstance(info.value, ValueError)
+
+
+def test_compile_json_schema_takes_a_pydantic_model():
+    pydantic = pytest.importorskip("pydantic")
+
+    class Person(pydantic.BaseModel):
+        name: str
+        age: int
+
+    m = structgen.compile_json_schema(Person, BYTES, whitespace="compact", canonical=True).matcher()
+    assert all(m.advance(b) for b in b'{"name":"Ada","age":36}') and m.can_end()
+    assert structgen.compile_json_schema(Person, BYTES).matcher().validate(list(b'{"name":1')) == 8  # not a string

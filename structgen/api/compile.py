@@ -85,7 +85,8 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     Parameters
     ----------
     schema
-        A JSON Schema as a dict (or ``True``/``False``, or a JSON string).
+        A JSON Schema as a dict (or ``True``/``False``, or a JSON string), or a Pydantic model
+        class (its ``model_json_schema()``), as :meth:`Generator.json` takes.
     tokenizer
         A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
     whitespace

@@ -189,7 +189,10 @@ class Compiler:
 
 
 def parse_schema(schema: Any) -> Any:
-    """A schema given as JSON text, parsed; any other value as it is."""
+    """A schema given as JSON text, parsed; a Pydantic model class, its JSON schema
+    (``model_json_schema()``); any other value as it is."""
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
     if not isinstance(schema, str):
         return schema
     try:

@@ -24,6 +24,7 @@ import numpy as np
 
 from structgen.engine.pda import ACCEPT, StackSet
 from structgen.engine.runtime import GrammarRuntime
+from structgen.errors import OptionError
 
 
 __all__ = ["Matcher"]
@@ -108,7 +109,7 @@ class Matcher:
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` accepted tokens."""
         if not 0 <= n <= len(self._tokens):
-            raise ValueError(f"cannot roll back {n} tokens: only {len(self._tokens)} were accepted")
+            raise OptionError(f"cannot roll back {n} tokens: only {len(self._tokens)} were accepted")
         if n:
             del self._states[-n:]
             del self._tokens[-n:]

@@ -28,6 +28,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from structgen.engine.lru import LRUCache
+from structgen.errors import OptionError
 
 __all__ = ["Vocabulary", "TokenIndex", "vocabulary_for"]
 
@@ -110,7 +111,7 @@ class Vocabulary:
         self.name = name
         for i in self.eos_ids:
             if not 0 <= i < self.size:
-                raise ValueError(f"end-of-sequence id {i} is outside the vocabulary (size {self.size})")
+                raise OptionError(f"end-of-sequence id {i} is outside the vocabulary (size {self.size})")
             self.tokens[i] = None
         #: per-vocabulary cache of token-mask facts shared by every grammar (see structgen.engine.masks);
         #: bounded, so a server compiling schema after schema does not grow without limit

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from structgen.errors import SchemaError, ToolSpecError, UnsupportedFeatureError
+from structgen.errors import OptionError, ParseError, SchemaError, ToolSpecError, UnsupportedFeatureError
 from structgen.core.ir import Alt, ByteClass, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq, substitute
 from structgen.frontends.json_text import UTF8_MULTI
 
@@ -97,7 +97,7 @@ class ToolFormat:
 
     def __post_init__(self) -> None:
         if not self.trigger or not (self.list_open + self.call_open + '{"name"').startswith(self.trigger):
-            raise ValueError(f"format {self.name!r}: the trigger must open the calls")
+            raise OptionError(f"format {self.name!r}: the trigger must open the calls")
 
 
 _HERMES_PROMPT = (
@@ -396,18 +396,18 @@ def parse_calls(fmt: ToolFormat, text: str) -> tuple[str | None, list[tuple[str,
     """(text before the calls or None, [(name, arguments)]) of an answer in ``fmt``.
 
     The answer is one the grammar accepted, so its shape is known; anything else raises
-    ``ValueError``.
+    :class:`~structgen.errors.ParseError`.
 
     >>> parse_calls(FORMATS["hermes"], 'Sure.\\n<tool_call>\\n{"name": "f", "arguments": {}}\\n</tool_call>')
     ('Sure.', [('f', {})])
     """
     content, spans, end = call_spans(fmt, text)
     if not spans and _trigger_at(fmt, text) >= 0:
-        raise ValueError(f"no complete call after {fmt.trigger!r} in {text!r}")
+        raise ParseError(f"no complete call after {fmt.trigger!r} in {text!r}")
     if spans and not text.startswith(fmt.list_close, end):
-        raise ValueError(f"expected {fmt.list_close!r} at {end} in {text!r}")
+        raise ParseError(f"expected {fmt.list_close!r} at {end} in {text!r}")
     if spans and end + len(fmt.list_close) != len(text):
-        raise ValueError(f"unexpected text after the calls: {text[end + len(fmt.list_close):]!r}")
+        raise ParseError(f"unexpected text after the calls: {text[end + len(fmt.list_close):]!r}")
     return content, [(name, args) for _, _, name, args in spans]
 
 

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 
 from structgen.core.budget import describe_with, place
 from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
-from structgen.errors import SchemaError, UnsupportedFeatureError, is_no_value, no_value
+from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.frontends.json_schema.arrays import array_expr
 from structgen.frontends.json_schema.dnf import Merger
 from structgen.frontends.json_schema.facts import Merged
@@ -88,7 +88,7 @@ class _Converter:
     def __init__(self, root: Any, whitespace: Literal["flexible", "compact"], strict: bool = False,
                  canonical: bool = False, lenient: bool = False) -> None:
         if whitespace not in ("flexible", "compact"):
-            raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
+            raise OptionError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         self.root = root
         self.flexible = whitespace == "flexible"
         self.strict = strict
