@@ -45,17 +45,16 @@ Example
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from structgen.errors import GrammarError
 from structgen.core.ir import Alt, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 from structgen.core.cfg import remove_left_recursion, rules_where
 from structgen.frontends.lark.lexer import IGNORE_RULE, apply_lexer
 from structgen.frontends.regex.ecma import raw_set_ir
 from structgen.core.regular import difference, matches, shortest_matches
 from structgen.frontends.regex.python import RegexSyntaxError, is_lazy, text_regex_to_ir
+from structgen.frontends.lark.syntax import AltN, Def, Name, Parser, Range, Re, RepN, SeqN, Source, Str
 
 __all__ = ["read_grammar", "GRAMMARS_DIR"]
 
@@ -64,386 +63,16 @@ __all__ = ["read_grammar", "GRAMMARS_DIR"]
 #: (a folder for any ordinary install).
 GRAMMARS_DIR = files("structgen") / "grammars"
 
-_TOKEN = re.compile(r"""
-    (?P<ws>[ \t\f\r]+|\\\n)
-  | (?P<comment>(//|\#)[^\n]*)
-  | (?P<nl>\n)
-  | (?P<string>"(?:[^"\\\n]|\\.)*"i?)
-  | (?P<regex>/(?!/)(?:[^/\\\n]|\\.)+/[imslux]*)
-  | (?P<op>->|\.\.|[:|()\[\]?!*+~,.])
-  | (?P<number>-?[0-9]+)
-  | (?P<directive>%[a-z]+)
-  | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
-""", re.VERBOSE)
-
-
-@dataclass
-class _Tok:
-    kind: str
-    text: str
-    pos: int
-
-
-class _Source:
-    """A grammar text with its name, for errors that point into it."""
-
-    def __init__(self, text: str, name: str) -> None:
-        self.text, self.name = text, name
-
-    def error(self, message: str, pos: int, hint: str = "", width: int = 1) -> GrammarError:
-        line = self.text.count("\n", 0, pos) + 1
-        start = self.text.rfind("\n", 0, pos) + 1
-        end = self.text.find("\n", pos)
-        text_line = self.text[start:end if end >= 0 else len(self.text)]
-        col = pos - start + 1
-        caret = " " * (col - 1) + "^" * max(1, min(width, len(text_line) - col + 1))
-        full = f"{self.name}:{line}:{col}: {message}\n    {text_line}\n    {caret}"
-        if hint:
-            full += f"\n{hint}"
-        err = GrammarError(full)
-        err.line, err.column, err.source_name = line, col, self.name  # type: ignore[attr-defined]
-        return err
-
-
-def _lex(src: _Source) -> list[_Tok]:
-    out: list[_Tok] = []
-    pos = 0
-    text = src.text
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            ch = text[pos]
-            if ch == '"':
-                raise src.error("unterminated string literal", pos, 'Close it with \'"\' on the same line.')
-            if ch == "/":
-                raise src.error("unterminated regular expression", pos, "Close it with '/' on the same line.")
-            raise src.error(f"unexpected character {ch!r}", pos)
-        kind = m.lastgroup or ""
-        if kind not in ("ws", "comment"):
-            out.append(_Tok(kind, m.group(), pos))
-        pos = m.end()
-    out.append(_Tok("nl", "", len(text)))
-    out.append(_Tok("eof", "", len(text)))
-    return out
-
-
-# ---------------------------------------------------------------- syntax tree
-
-@dataclass(frozen=True)
-class _Name:
-    name: str
-    pos: int
-
-
-@dataclass(frozen=True)
-class _Str:
-    text: str
-    ignore_case: bool
-    pos: int
-
-
-@dataclass(frozen=True)
-class _Re:
-    pattern: str
-    flags: str
-    pos: int
-
-
-@dataclass(frozen=True)
-class _Range:
-    lo: str
-    hi: str
-    pos: int
-
-
-@dataclass(frozen=True)
-class _SeqN:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class _AltN:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class _RepN:
-    item: object
-    min: int
-    max: "int | None"
-
-
-@dataclass
-class _Def:
-    name: str
-    pos: int
-    body: object
-    terminal: bool
-    src: _Source
-    priority: int = 0
-
-
-class _Parser:
-    def __init__(self, src: _Source) -> None:
-        self.src = src
-        self.toks = _lex(src)
-        self.i = 0
-        self.defs: list[_Def] = []
-        self.imports: list[tuple[str, str, str, int, int]] = []  # (module, name, alias, pos, module pos)
-        self.ignores: list[tuple[object, int]] = []
-
-    def peek(self, skip_nl: bool = False) -> _Tok:
-        j = self.i
-        if skip_nl:
-            while self.toks[j].kind == "nl":
-                j += 1
-        return self.toks[j]
-
-    def take(self) -> _Tok:
-        t = self.toks[self.i]
-        self.i += 1
-        return t
-
-    def expect(self, text: str, what: str, opener: "_Tok | None" = None) -> _Tok:
-        t = self.peek()
-        if t.text != text:
-            if opener is not None:
-                raise self.src.error(f"unbalanced '{opener.text}': no matching '{text}'", opener.pos,
-                                     f"Add '{text}' to close the group opened here (found "
-                                     f"{_describe(t)} at {self._where(t)}).")
-            raise self.src.error(f"expected {what}, found {_describe(t)}", t.pos)
-        return self.take()
-
-    def _where(self, t: _Tok) -> str:
-        line = self.src.text.count("\n", 0, t.pos) + 1
-        return f"line {line}, column {t.pos - self.src.text.rfind(chr(10), 0, t.pos)}"
-
-    def parse(self) -> None:
-        while True:
-            t = self.take()
-            if t.kind == "eof":
-                return
-            if t.kind == "nl":
-                continue
-            if t.text in ("?", "!") and self.peek().kind == "name" and self.peek().pos == t.pos + 1:
-                t = self.take()  # '?expr:' / '!expr:' prefixes shape Lark's trees only
-            if t.kind == "directive":
-                self.directive(t)
-            elif t.kind == "name":
-                self.definition(t)
-            else:
-                raise self.src.error(f"expected a rule or terminal definition, found {_describe(t)}", t.pos,
-                                     "A definition starts with a name and a colon: 'expr: term \"+\" term'.")
-
-    def definition(self, t: _Tok) -> None:
-        name = t.text
-        terminal = name.lstrip("_")[:1].isupper()
-        if self.peek().text == "{":  # pragma: no cover - '{' is not even a token
-            raise self.src.error("rule templates are not supported", t.pos)
-        priority = 0
-        if self.peek().text == ".":  # priority: decides between parses (and keyword reservation)
-            self.take()
-            priority = self.expect_number()
-        if self.peek().text != ":":
-            raise self.src.error(f"expected ':' after the name '{name}', found {_describe(self.peek())}",
-                                 self.peek().pos, f"Write '{name}: ...'.")
-        self.take()
-        body = self.expansions()
-        self.end_of_line()
-        self.defs.append(_Def(name, t.pos, body, terminal, self.src, priority))
-
-    def expect_number(self) -> int:
-        t = self.peek()
-        if t.kind != "number":
-            raise self.src.error(f"expected a number, found {_describe(t)}", t.pos)
-        return int(self.take().text)
-
-    def end_of_line(self) -> None:
-        t = self.peek()
-        if t.kind not in ("nl", "eof"):
-            if t.text in (")", "]"):
-                raise self.src.error(f"unbalanced '{t.text}': it closes no group", t.pos,
-                                     "Remove it or open the group before.")
-            raise self.src.error(f"unexpected {_describe(t)}", t.pos)
-
-    def expansions(self):
-        opts = [self.alias()]
-        while self.peek(skip_nl=True).text == "|":
-            while self.peek().kind == "nl":
-                self.take()
-            self.take()
-            opts.append(self.alias())
-        return opts[0] if len(opts) == 1 else _AltN(tuple(opts))
-
-    def alias(self):
-        items = []
-        while True:
-            t = self.peek()
-            if t.kind in ("string", "regex", "name") or t.text in ("(", "["):
-                items.append(self.item())
-            else:
-                break
-        if self.peek().text == "->":
-            self.take()
-            t = self.take()
-            if t.kind != "name":
-                raise self.src.error(f"expected an alias name after '->', found {_describe(t)}", t.pos)
-        return items[0] if len(items) == 1 else _SeqN(tuple(items))
-
-    def item(self):
-        atom = self.atom()
-        while True:
-            t = self.peek()
-            if t.text == "?":
-                self.take()
-                atom = _RepN(atom, 0, 1)
-            elif t.text == "*":
-                self.take()
-                atom = _RepN(atom, 0, None)
-            elif t.text == "+":
-                self.take()
-                atom = _RepN(atom, 1, None)
-            elif t.text == "~":
-                self.take()
-                lo = self.expect_number()
-                hi = lo
-                if self.peek().text == "..":
-                    self.take()
-                    hi = self.expect_number()
-                if hi < lo:
-                    raise self.src.error(f"repeat '~ {lo}..{hi}' has its bounds out of order", t.pos)
-                atom = _RepN(atom, lo, hi)
-            else:
-                return atom
-
-    def atom(self):
-        t = self.take()
-        if t.text == "(":
-            inner = self.expansions()
-            self.expect(")", "')'", opener=t)
-            return inner
-        if t.text == "[":
-            inner = self.expansions()
-            self.expect("]", "']'", opener=t)
-            return _RepN(inner, 0, 1)
-        if t.kind == "string":
-            lit = _Str(_unescape(self.src, t), t.text.endswith("i"), t.pos)
-            if self.peek().text == "..":
-                self.take()
-                hi_t = self.take()
-                if hi_t.kind != "string":
-                    raise self.src.error(f"expected a string after '..', found {_describe(hi_t)}", hi_t.pos)
-                hi = _unescape(self.src, hi_t)
-                if len(lit.text) != 1 or len(hi) != 1:
-                    raise self.src.error("a range needs one character on each side, as in \"a\"..\"z\"", t.pos)
-                if lit.text > hi:
-                    raise self.src.error(f"range \"{lit.text}\"..\"{hi}\" is out of order", t.pos)
-                return _Range(lit.text, hi, t.pos)
-            return lit
-        if t.kind == "regex":
-            body, _, flags = t.text[1:].rpartition("/")
-            return _Re(body, flags, t.pos)
-        if t.kind == "name":
-            return _Name(t.text, t.pos)
-        if t.text in (")", "]"):
-            raise self.src.error(f"unbalanced '{t.text}': it closes no group", t.pos,
-                                 "Remove it or open the group before.")
-        raise self.src.error(f"expected an expression, found {_describe(t)}", t.pos)
-
-    def directive(self, t: _Tok) -> None:
-        kind = t.text[1:]
-        if kind == "ignore":
-            body = self.expansions()
-            self.ignores.append((body, t.pos))
-        elif kind == "import":
-            self.import_(t)
-        else:
-            raise self.src.error(f"directive '%{kind}' is not supported", t.pos,
-                                 "structgen reads %import and %ignore.", width=len(t.text))
-        self.end_of_line()
-
-    def import_(self, t: _Tok) -> None:
-        parts = [self.take()]
-        if parts[0].kind != "name":
-            raise self.src.error(f"expected a module name after %import, found {_describe(parts[0])}", parts[0].pos)
-        while self.peek().text == ".":
-            self.take()
-            parts.append(self.take())
-        if self.peek().text == "(":
-            self.take()
-            module = ".".join(p.text for p in parts)
-            while True:
-                n = self.take()
-                if n.kind != "name":
-                    raise self.src.error(f"expected a name to import, found {_describe(n)}", n.pos)
-                self.imports.append((module, n.text, n.text, n.pos, parts[0].pos))
-                if self.peek().text == ",":
-                    self.take()
-                    continue
-                self.expect(")", "')'")
-                break
-            return
-        if len(parts) < 2:
-            raise self.src.error("write '%import module.NAME' or '%import module (A, B)'", t.pos)
-        module = ".".join(p.text for p in parts[:-1])
-        alias = parts[-1].text
-        if self.peek().text == "->":
-            self.take()
-            alias = self.take().text
-        self.imports.append((module, parts[-1].text, alias, parts[-1].pos, parts[0].pos))
-
-
-def _describe(t: _Tok) -> str:
-    if t.kind == "eof":
-        return "the end of the file"
-    if t.kind == "nl":
-        return "the end of the line"
-    return repr(t.text)
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0", "\\": "\\", '"': '"',
-            "'": "'", "a": "\a", "b": "\b"}
-
-
-def _unescape(src: _Source, t: _Tok) -> str:
-    body = t.text[1:-2] if t.text.endswith("i") else t.text[1:-1]
-    out = []
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c != "\\":
-            out.append(c)
-            i += 1
-            continue
-        e = body[i + 1]
-        if e in _ESCAPES:
-            out.append(_ESCAPES[e])
-            i += 2
-        elif e in "xuU":
-            n = {"x": 2, "u": 4, "U": 8}[e]
-            digits = body[i + 2:i + 2 + n]
-            if len(digits) != n or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise src.error(f"'\\{e}' needs {n} hex digits", t.pos + 1 + i)
-            out.append(chr(int(digits, 16)))
-            i += 2 + n
-        else:  # as Python: an unknown escape keeps its backslash
-            out.append("\\" + e)
-            i += 2
-    if not out:
-        raise src.error("empty string literal", t.pos, "Leave it out, or use [ ] for an optional part.")
-    return "".join(out)
-
-
 # ---------------------------------------------------------------- lowering to IR
 
 class _Lowering:
     """Definitions (this file's and the imported ones) to IR rules."""
 
-    def __init__(self, defs: dict[str, _Def]) -> None:
+    def __init__(self, defs: dict[str, Def]) -> None:
         self.defs = defs
         self.terminal_ir: dict[str, Expr] = {}
         self.busy: set[str] = set()
-        self.anonymous: dict[str, _Def] = {}  # terminals written inline in rules, by spelling
+        self.anonymous: dict[str, Def] = {}  # terminals written inline in rules, by spelling
 
     def terminal(self, name: str) -> Expr:
         """The regular expression of a terminal, terminals it names inlined."""
@@ -460,46 +89,46 @@ class _Lowering:
             self.terminal_ir[name] = got
         return got
 
-    def regular(self, node, d: _Def) -> Expr:
-        if isinstance(node, _Str):
+    def regular(self, node, d: Def) -> Expr:
+        if isinstance(node, Str):
             return _literal(node)
-        if isinstance(node, _Re):
+        if isinstance(node, Re):
             return _regex(node, d.src)
-        if isinstance(node, _Range):
+        if isinstance(node, Range):
             return raw_set_ir([(ord(node.lo), ord(node.hi))])
-        if isinstance(node, _Name):
+        if isinstance(node, Name):
             if not node.name.lstrip("_")[:1].isupper():
                 raise d.src.error(f"terminal '{d.name}' refers to rule '{node.name}'", node.pos,
                                   "A terminal may only use literals, regexes and other terminals; "
                                   "make the definition a rule (lower-case name).", width=len(node.name))
             self.check_defined(node, d)
             return self.terminal(node.name)
-        if isinstance(node, _SeqN):
+        if isinstance(node, SeqN):
             return seq(*(self.regular(x, d) for x in node.items))
-        if isinstance(node, _AltN):
+        if isinstance(node, AltN):
             return alt(*(self.regular(x, d) for x in node.items))
-        if isinstance(node, _RepN):
+        if isinstance(node, RepN):
             return Repeat(self.regular(node.item, d), node.min, node.max)
         raise AssertionError(node)  # pragma: no cover
 
-    def rule(self, node, d: _Def) -> Expr:
-        if isinstance(node, (_Str, _Re, _Range)):  # an anonymous terminal, named by its spelling
+    def rule(self, node, d: Def) -> Expr:
+        if isinstance(node, (Str, Re, Range)):  # an anonymous terminal, named by its spelling
             name = _spelling(node)
             if name not in self.anonymous:
-                self.anonymous[name] = _Def(name, node.pos, node, True, d.src)
+                self.anonymous[name] = Def(name, node.pos, node, True, d.src)
             return Ref(name)
-        if isinstance(node, _Name):
+        if isinstance(node, Name):
             self.check_defined(node, d)
             return Ref(node.name)
-        if isinstance(node, _SeqN):
+        if isinstance(node, SeqN):
             return seq(*(self.rule(x, d) for x in node.items))
-        if isinstance(node, _AltN):
+        if isinstance(node, AltN):
             return alt(*(self.rule(x, d) for x in node.items))
-        if isinstance(node, _RepN):
+        if isinstance(node, RepN):
             return Repeat(self.rule(node.item, d), node.min, node.max)
         raise AssertionError(node)  # pragma: no cover
 
-    def check_defined(self, node: _Name, d: _Def) -> None:
+    def check_defined(self, node: Name, d: Def) -> None:
         if node.name in self.defs:
             return
         kind = "terminal" if node.name.lstrip("_")[:1].isupper() else "rule"
@@ -510,9 +139,9 @@ class _Lowering:
 
 def _spelling(node) -> str:
     """How an anonymous terminal is written: its rule name."""
-    if isinstance(node, _Str):
+    if isinstance(node, Str):
         return _show(node.text) + ("i" if node.ignore_case else "")
-    if isinstance(node, _Re):
+    if isinstance(node, Re):
         return f"/{node.pattern}/{node.flags}"
     return f"{_show(node.lo)}..{_show(node.hi)}"
 
@@ -521,7 +150,7 @@ def _show(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _token_language(low: "_Lowering", d: _Def) -> Expr:
+def _token_language(low: "_Lowering", d: Def) -> Expr:
     """The texts one token of terminal ``d`` (or an ignored piece) may read."""
     lang = low.terminal(d.name) if d.name in low.defs else low.regular(d.body, d)
     if matches(lang, b""):
@@ -529,16 +158,16 @@ def _token_language(low: "_Lowering", d: _Def) -> Expr:
         raise d.src.error(f"{what} matches the empty text", d.pos,
                           "A token must read something: make the optional part optional where "
                           "the terminal is used (TERM?), not inside it.", width=len(d.name))
-    if any(isinstance(x, _Re) and is_lazy(x.pattern) for x in _walk_terminal(d.body, low.defs)):
+    if any(isinstance(x, Re) and is_lazy(x.pattern) for x in _walk_terminal(d.body, low.defs)):
         lang = shortest_matches(lang)  # a lazy regex ends its token early (/* comments */)
     return lang
 
 
-def _walk_terminal(node, defs: dict[str, _Def], seen: "frozenset[str]" = frozenset()):
+def _walk_terminal(node, defs: dict[str, Def], seen: "frozenset[str]" = frozenset()):
     """The nodes of a terminal's definition, through the terminals it names."""
     for x in _walk(node):
         yield x
-        if isinstance(x, _Name) and x.name in defs and x.name not in seen:
+        if isinstance(x, Name) and x.name in defs and x.name not in seen:
             yield from _walk_terminal(defs[x.name].body, defs, seen | {x.name})
 
 
@@ -548,21 +177,21 @@ def _is_word(text: str) -> bool:
 
 def _string_terminal(node) -> "tuple[str, bool] | None":
     """(text, ignore_case) when a terminal is one string (Lark's string terminals), else None."""
-    if isinstance(node, _Str):
+    if isinstance(node, Str):
         return node.text, node.ignore_case
-    if isinstance(node, _SeqN) and all(isinstance(x, _Str) for x in node.items) and \
+    if isinstance(node, SeqN) and all(isinstance(x, Str) for x in node.items) and \
             len({x.ignore_case for x in node.items}) == 1:
         return "".join(x.text for x in node.items), node.items[0].ignore_case
     return None
 
 
-def _literal(node: _Str) -> Expr:
+def _literal(node: Str) -> Expr:
     if not node.ignore_case:
         return Lit(node.text.encode("utf-8"))
     return text_regex_to_ir(re.escape(node.text), ignore_case=True)
 
 
-def _regex(node: _Re, src: _Source) -> Expr:
+def _regex(node: Re, src: Source) -> Expr:
     bad = [c for c in node.flags if c not in "ismu"]
     if bad:
         raise src.error(f"unsupported regular-expression flag '{bad[0]}'",
@@ -584,12 +213,12 @@ def _closest(name: str, names: list[str]) -> str | None:
     return got[0] if got else None
 
 
-def _load(text: str, name: str, base: "Path | None", seen: "tuple[str, ...]" = ()) -> "tuple[dict[str, _Def], list]":
+def _load(text: str, name: str, base: "Path | None", seen: "tuple[str, ...]" = ()) -> "tuple[dict[str, Def], list]":
     """Definitions of a file and everything it imports; the ignore list of this file."""
-    src = _Source(text, name)
-    p = _Parser(src)
+    src = Source(text, name)
+    p = Parser(src)
     p.parse()
-    defs: dict[str, _Def] = {}
+    defs: dict[str, Def] = {}
     origin: dict[str, int] = {}
     for d in p.defs:
         if d.name in defs:
@@ -617,15 +246,15 @@ def _load(text: str, name: str, base: "Path | None", seen: "tuple[str, ...]" = (
             key = alias if n == imported else n
             if key in defs and defs[key] is not sub and key != alias:
                 continue  # a helper with the same name already here: keep the local one
-            defs[key] = sub if n != imported else _Def(alias, sub.pos, sub.body, sub.terminal, sub.src)
+            defs[key] = sub if n != imported else Def(alias, sub.pos, sub.body, sub.terminal, sub.src)
             origin[key] = id(sub)
     return defs, p.ignores
 
 
-def _closure(defs: dict[str, _Def], name: str, *, into_terminals: bool = True) -> dict[str, _Def]:
+def _closure(defs: dict[str, Def], name: str, *, into_terminals: bool = True) -> dict[str, Def]:
     """``name`` and the definitions it names, transitively; with ``into_terminals=False`` not
     what terminals name (those are inlined into them): the rules and terminals a grammar uses."""
-    out: dict[str, _Def] = {}
+    out: dict[str, Def] = {}
     todo = [name]
     while todo:
         n = todo.pop()
@@ -633,16 +262,16 @@ def _closure(defs: dict[str, _Def], name: str, *, into_terminals: bool = True) -
             continue
         out[n] = defs[n]
         if into_terminals or not defs[n].terminal:
-            todo += [x.name for x in _walk(defs[n].body) if isinstance(x, _Name)]
+            todo += [x.name for x in _walk(defs[n].body) if isinstance(x, Name)]
     return out
 
 
 def _walk(node):
     yield node
-    if isinstance(node, (_SeqN, _AltN)):
+    if isinstance(node, (SeqN, AltN)):
         for x in node.items:
             yield from _walk(x)
-    elif isinstance(node, _RepN):
+    elif isinstance(node, RepN):
         yield from _walk(node.item)
 
 
@@ -669,7 +298,7 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
         the problem and says how to fix it.
     """
     defs, ignores = _load(text, name, base)
-    src = _Source(text, name)
+    src = Source(text, name)
     if start not in defs:
         rules = sorted(n for n, d in defs.items() if not d.terminal)
         raise src.error(f"no start rule '{start}'", 0,
@@ -677,7 +306,7 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
     if defs[start].terminal:
         raise src.error(f"the start '{start}' is a terminal", defs[start].pos, "Start from a rule.")
     low = _Lowering(defs)
-    ignored = [_token_language(low, _Def("%ignore", pos, body, True, src)) for body, pos in ignores]
+    ignored = [_token_language(low, Def("%ignore", pos, body, True, src)) for body, pos in ignores]
     ignore = alt(*ignored) if ignored else None
     used = _closure(defs, start, into_terminals=False)
     rules: list[tuple[str, Expr]] = []
@@ -701,7 +330,7 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
     return apply_lexer(remove_left_recursion(grammar), terminals, ignore)
 
 
-def _terminal_languages(low: "_Lowering", defs: dict[str, _Def]) -> dict[str, Expr]:
+def _terminal_languages(low: "_Lowering", defs: dict[str, Def]) -> dict[str, Expr]:
     """Each terminal's language; a pattern terminal loses the keywords it matches (at equal
     priority), as Lark's lexer retypes them.
 
@@ -723,7 +352,7 @@ def _terminal_languages(low: "_Lowering", defs: dict[str, _Def]) -> dict[str, Ex
     return langs
 
 
-def _check_productive(grammar: Grammar, defs: dict[str, _Def], start: str) -> None:
+def _check_productive(grammar: Grammar, defs: dict[str, Def], start: str) -> None:
     """Raise for rules that can never finish (their language is empty), the start first."""
     done = rules_where(dict(grammar.rules), _productive)
     dead = [n for n in defs if n not in done]
