@@ -7,6 +7,7 @@ import importlib.metadata
 import platform
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -65,3 +66,16 @@ def choose(parser: "argparse.ArgumentParser", text: str, choices, what: str = "e
     if unknown:
         parser.error(f"unknown {what} {sorted(unknown)}; choose from {', '.join(choices)}")
     return picked
+
+
+def publish(text: str, out: Path) -> None:
+    """Print the report and write it to ``out`` (its folder made as needed)."""
+    print(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+def details(summary: str, lines: list[str]) -> list[str]:
+    """A folded Markdown section (``none`` when ``lines`` is empty)."""
+    return [f"<details><summary>{summary}</summary>", "", *(lines or ["none"]), "", "</details>", ""]

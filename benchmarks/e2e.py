@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of, details, publish
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -793,15 +793,11 @@ def report(args: argparse.Namespace, bench: Bench, pairs: list[dict[str, Any]],
         "",
         *(problems(results, pairs, bench) or ["none"]),
         "",
-        "<details><summary>Unsupported</summary>",
-        "",
-        *([f"- {c} `{pid}`: {runs[0].detail}" for c, by in results.items() for pid, runs in by.items()
-           if runs and runs[0].status == "unsupported"] or ["none"]),
-        *([f"- structgen configurations not run: {bench.generator_error or 'structgen has no Generator yet'}"]
-          if bench.generator is None and any(c in STRUCTGEN_CONFIGS for c in args.configs) else []),
-        "",
-        "</details>",
-        "",
+        *details("Unsupported", [
+            *[f"- {c} `{pid}`: {runs[0].detail}" for c, by in results.items() for pid, runs in by.items()
+              if runs and runs[0].status == "unsupported"],
+            *([f"- structgen configurations not run: {bench.generator_error or 'structgen has no Generator yet'}"]
+              if bench.generator is None and any(c in STRUCTGEN_CONFIGS for c in args.configs) else [])]),
     ]
     return "\n".join(parts)
 
@@ -868,11 +864,7 @@ def main(argv: list[str] | None = None) -> None:
 
     text = report(args, bench, pairs, results, (load_before, list(os.getloadavg())),
                   time.perf_counter() - t_start)
-    print(text)
-    out = args.out or RESULTS / "e2e.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out}", file=sys.stderr)
+    publish(text, args.out or RESULTS / "e2e.md")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, Iterator  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of  # noqa: E402
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of, details, publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -704,12 +704,7 @@ def report(args: argparse.Namespace, tokenizer: Any, cases: list[Case], tokens: 
         "",
         *(problems(tokenizer, cases, tokens, results) or ["none"]),
         "",
-        "<details><summary>Unsupported schemas</summary>",
-        "",
-        *(unsupported_list(results) or ["none"]),
-        "",
-        "</details>",
-        "",
+        *details("Unsupported schemas", unsupported_list(results)),
     ]
     return "\n".join(parts)
 
@@ -776,12 +771,8 @@ def main(argv: list[str] | None = None) -> None:
         gc.unfreeze()
 
     text = report(args, tokenizer, cases, tokens, setup, results)
-    print(text)
     suffix = "" if args.select == "all" else f"-{args.select}"
-    out = args.out or RESULTS / f"engine-{args.whitespace}{suffix}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out}", file=sys.stderr)
+    publish(text, args.out or RESULTS / f"engine-{args.whitespace}{suffix}.md")
 
 
 if __name__ == "__main__":

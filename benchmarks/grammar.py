@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from _report import choose, cpu_model, git_commit, markdown_table, package_versions
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, publish
 from engine import fmt, load_tokenizer, native_stderr_silenced, pct
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -463,10 +463,7 @@ def main(argv: list[str] | None = None) -> None:
         gc.unfreeze()
 
     text = report(args, tokenizer, tokens, setup, results)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"wrote {args.out}", file=sys.stderr)
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of, publish
 
 ROOT = engine.ROOT
 
@@ -1037,10 +1037,7 @@ def main(argv: list[str] | None = None) -> None:
 
     text = report(args, names, entries, tokenizer, tokenizer_fp, disagreeing,
                   {c: len(todo[c]) for c in args.engines}, failures, len(digests))
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"wrote {args.out}", file=sys.stderr)
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from collections import Counter  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from _report import git_commit, markdown_table, package_versions  # noqa: E402
+from _report import git_commit, markdown_table, package_versions, publish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's structgen, installed or not
@@ -177,9 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     results = ss.run_suite(tokenizer)
     wall_s = time.perf_counter() - start
     text = report(args, tokenizer, results, wall_s)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    publish(text, args.out)
     return 0
 
 

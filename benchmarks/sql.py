@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
-from _report import cpu_model, git_commit, markdown_table, package_versions  # noqa: E402
+from _report import cpu_model, git_commit, markdown_table, package_versions, publish  # noqa: E402
 from sql_data import Pair, pairs  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -207,9 +207,7 @@ def write_report(args: argparse.Namespace, records: list[dict], seconds: float) 
                         for r in records]),
         "",
     ]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines), encoding="utf-8")
-    print(f"wrote {args.out}")
+    publish("\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

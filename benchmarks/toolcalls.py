@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "benchmarks")]
 
-from _report import choose, cpu_model, git_commit, markdown_table, package_versions  # noqa: E402
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, publish  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DATA = Path(os.environ.get("STRUCTGEN_DATA_DIR", ROOT.parent / "shared" / "data")) / "toolcalls"
@@ -287,10 +287,7 @@ def write_report(args: argparse.Namespace, records: list[dict], seconds: float, 
     lines += ["", f"## structgen failures ({len(failures)}; first 10)", ""]
     lines += [f"- `{r['id']}`: {r['structgen']['failure']}".replace("\n", " ") for r in failures[:10]] or ["- none"]
     lines.append("")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines), encoding="utf-8")
-    print("\n".join(lines))
-    print(f"wrote {args.out}")
+    publish("\n".join(lines), args.out)
 
 
 def main(argv: list[str] | None = None) -> None:

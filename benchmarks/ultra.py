@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import engine  # noqa: F401 -- first: sets the one-thread environment the children inherit
-from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of
+from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of, publish
 
 SOURCE = "Github_ultra"
 ENGINES = ("structgen", "llguidance", "xgrammar")
@@ -238,10 +238,7 @@ def main(argv: list[str] | None = None) -> None:
                 results[e][name] = r = run_cell(args, e, schema_file)
                 print(f"[{e}] {name}: {r['status']} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     text = report(args, schemas, results)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"wrote {args.out}", file=sys.stderr)
+    publish(text, args.out)
 
 
 if __name__ == "__main__":
