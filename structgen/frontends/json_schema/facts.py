@@ -410,20 +410,23 @@ def merge_unique(g: Gathering, part: Part, kw: str) -> None:
         g.m.unique = join_pointer(part.pointer, kw)
 
 
-def merge_pattern(g: Gathering, part: Part, kw: str) -> None:
-    s, ptr = part.schema, part.pointer
-    if not isinstance(s["pattern"], str):
-        raise SchemaError(f"pattern must be a string, not {s['pattern']!r}", pointer=join_pointer(ptr, "pattern"))
-    if s["pattern"] not in [p for p, _ in g.m.patterns]:
-        g.m.patterns.append((s["pattern"], join_pointer(ptr, "pattern")))
+def _merge_listed_string(field: str) -> Callable[[Gathering, Part, str], None]:
+    """A merge for a string keyword whose values all hold (``pattern``, ``format``): each distinct
+    value is kept once, with its pointer, in the merged facts' ``field`` list."""
+
+    def merge(g: Gathering, part: Part, kw: str) -> None:
+        value, where = part.schema[kw], join_pointer(part.pointer, kw)
+        if not isinstance(value, str):
+            raise SchemaError(f"{kw} must be a string, not {value!r}", pointer=where)
+        listed = getattr(g.m, field)
+        if value not in [v for v, _ in listed]:
+            listed.append((value, where))
+
+    return merge
 
 
-def merge_format(g: Gathering, part: Part, kw: str) -> None:
-    s, ptr = part.schema, part.pointer
-    if not isinstance(s["format"], str):
-        raise SchemaError(f"format must be a string, not {s['format']!r}", pointer=join_pointer(ptr, "format"))
-    if s["format"] not in [f for f, _ in g.m.formats]:
-        g.m.formats.append((s["format"], join_pointer(ptr, "format")))
+merge_pattern = _merge_listed_string("patterns")
+merge_format = _merge_listed_string("formats")
 
 
 def merge_numbers(g: Gathering, part: Part, kw: str) -> None:
