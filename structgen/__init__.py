@@ -21,7 +21,7 @@ from .errors import (
     StructgenError,
     UnsupportedFeatureError,
 )
-from structgen.decoding.loop import GenerationStats
+from structgen.decoding.stats import GenerationStats
 from structgen.api.generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json, generate_regex,
                         generate_sql, generate_tool_calls)
 from structgen.core.ir import Grammar

@@ -92,3 +92,8 @@ class IncompleteGenerationError(DecodingError):
         self.partial_text = partial_text
         self.token_ids = token_ids
         self.stats = stats
+
+
+class OptionError(StructgenError, ValueError):
+    """An option has a value outside what it accepts (e.g. ``max_new_tokens=0``); the message
+    names the option, the value given and what is allowed."""

@@ -13,7 +13,10 @@ import structgen
 MODULES = ["structgen", "structgen.core.ir", "structgen.engine.vocab", "structgen.core.automaton", "structgen.engine.pda",
            "structgen.engine.masks", "structgen.engine.matcher", "structgen.engine.compiler", "structgen.frontends.json_schema.translate",
            "structgen.frontends.json_text", "structgen.frontends.regex.ecma", "structgen.core.regular", "structgen.frontends.json_schema.numbers",
-           "structgen.frontends.json_schema.formats", "structgen.frontends.json_schema.merge", "structgen.frontends.sql", "structgen.tasks.sql"]
+           "structgen.frontends.json_schema.formats", "structgen.frontends.json_schema.merge", "structgen.frontends.sql", "structgen.tasks.sql",
+           "structgen.decoding.config", "structgen.decoding.stats", "structgen.decoding.backend",
+           "structgen.decoding.costs", "structgen.decoding.drafts", "structgen.tasks.results",
+           "structgen.tasks.json_task"]
 
 
 def test_all_lists_every_public_name():

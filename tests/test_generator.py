@@ -8,7 +8,8 @@ import pytest
 
 import structgen
 from structgen import IncompleteGenerationError, SchemaError, UnsupportedFeatureError
-from structgen.decoding.loop import PassCosts, _no_speculation_reason
+from structgen.decoding.backend import rollback_refusal
+from structgen.decoding.costs import PassCosts
 
 PERSON = {"type": "object",
           "properties": {"name": {"type": "string", "maxLength": 30}, "age": {"type": "integer"}},
@@ -105,11 +106,11 @@ def test_models_whose_cache_cannot_roll_back_decode_without_drafts():
     class Model:
         config = Config()
 
-    assert "sliding-window" in _no_speculation_reason(Model())
+    assert "sliding-window" in rollback_refusal(Model())
     Config.sliding_window, Config.layer_types = None, ["full_attention", "linear_attention"]
-    assert "recurrent" in _no_speculation_reason(Model())
+    assert "recurrent" in rollback_refusal(Model())
     Config.layer_types = ["full_attention"]
-    assert _no_speculation_reason(Model()) == ""
+    assert rollback_refusal(Model()) == ""
 
 
 def test_draft_length_follows_the_pass_cost_curve():
@@ -121,7 +122,7 @@ def test_draft_length_follows_the_pass_cost_curve():
 
 
 def test_draft_ends_the_model_keeps_refusing_are_dropped():
-    from structgen.decoding.loop import DraftEnds
+    from structgen.decoding.drafts import DraftEnds
 
     ends = DraftEnds(min_seen=3, max_refused=0.5)
     assert ends.trim([5, 7]) == [5, 7]
