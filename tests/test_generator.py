@@ -133,3 +133,33 @@ def test_draft_ends_the_model_keeps_refusing_are_dropped():
     assert ends.trim([5, 7]) == [5]
     assert ends.trim([5, 9]) == [5, 9]
     assert ends.seen[9] == [1, 0]
+
+
+def test_drafts_are_counted_by_source(generator):
+    r = generator.json(PERSON, PROMPT)
+    forced = r.stats.by_source["forced"]
+    assert set(r.stats.by_source) == {"forced"} and forced.drafted_tokens == r.stats.drafted_tokens > 0
+    assert forced.accepted_tokens == r.stats.accepted_tokens and forced.rejected_drafts == r.stats.rejected_drafts
+    assert generator.json(PERSON, PROMPT, speculate=False).stats.by_source == {}
+
+
+def test_transformers_backend_extends_and_rolls_back_like_a_fresh_pass(generator):
+    import torch
+
+    from structgen.decoding.backend import ModelBackend, TransformersBackend
+    from structgen.errors import OptionError
+
+    backend = TransformersBackend(generator.model)
+    assert isinstance(backend, ModelBackend) and backend.rollback_refusal == ""
+    ids = generator.chat_ids("Hello")
+    width = backend.logits_width
+    with torch.no_grad():
+        first = backend.prefill([ids])
+        wide = backend.extend([[10, 20, 30]])
+        backend.rollback([2])
+        again = backend.extend([[40]])
+        fresh = generator.model(input_ids=torch.tensor([ids + [10, 40]])).logits[0]
+    assert first.shape == (1, width) and wide[0].shape == (3, width) and again[0].shape == (1, width)
+    assert torch.allclose(first[0], fresh[-3], atol=1e-3) and torch.allclose(again[0][0], fresh[-1], atol=1e-3)
+    with pytest.raises(OptionError, match="one row"):
+        backend.prefill([ids, ids])

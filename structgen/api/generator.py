@@ -143,6 +143,8 @@ class Generator:
 
         Raises
         ------
+        OptionError
+            A decoding option is out of range (e.g. ``max_new_tokens=0``, ``top_p=0``).
         SchemaError, UnsupportedFeatureError
             The schema is invalid, or uses a keyword structgen cannot honour.
         IncompleteGenerationError
@@ -189,6 +191,8 @@ class Generator:
 
         Raises
         ------
+        OptionError
+            A decoding option is out of range.
         IncompleteGenerationError
             The budget ran out before the text was complete; the partial output is kept.
         """
@@ -215,6 +219,8 @@ class Generator:
 
         Raises
         ------
+        OptionError
+            A decoding option or ``max_retries`` is out of range.
         SqlError
             The database cannot be read.
         SqlGenerationError
@@ -281,8 +287,9 @@ class Generator:
 
         Raises
         ------
-        ToolSpecError, UnsupportedFeatureError, MessagesError
-            Bad tools, ``tool_choice`` or messages, before anything runs.
+        ToolSpecError, UnsupportedFeatureError, MessagesError, OptionError
+            Bad tools, ``tool_choice``, messages, ``format`` or decoding options, before anything
+            runs.
         IncompleteGenerationError
             The budget ran out; the partial output is kept.
 
