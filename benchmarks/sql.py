@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
             golds = gold_rows(pair, alternatives)
             rec["correct"] = rec["returned"] and any(same_rows(rec.get("rows"), g) for g in golds)
         if not args.no_baseline:
-            ids = gen._chat_ids(sql_prompt(pair.question, read_schema(pair.database).ddl))
+            ids = gen.chat_ids(sql_prompt(pair.question, read_schema(pair.database).ddl))
             t = time.perf_counter()
             text, count = unconstrained(gen, ids, args.max_new_tokens)
             got = rows_of(pair.database, text) if text else None

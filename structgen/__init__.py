@@ -17,7 +17,7 @@ from structgen.api.compile import (compile_grammar, compile_json_schema, compile
 from structgen.api.generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json,
                                      generate_regex, generate_sql, generate_tool_calls)
 from structgen.core.ir import Grammar
-from structgen.decoding.loop import GenerationStats
+from structgen.decoding.stats import GenerationStats
 from structgen.engine.compiled import CompiledGrammar
 from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher

@@ -33,7 +33,8 @@ class StructgenError(Exception):
 
 
 class OptionError(StructgenError, ValueError):
-    """An argument of a public call has a value it does not take (the message says which)."""
+    """An option has a value outside what it accepts (e.g. ``max_new_tokens=0``); the message
+    names the option, the value given and what is allowed."""
 
 
 class ParseError(StructgenError, ValueError):

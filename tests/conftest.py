@@ -63,4 +63,4 @@ def generator(smollm2_model):
     model, tokenizer = smollm2_model
     # The default cost curve, not one measured now: measured on a loaded 2-core CI runner, a
     # wide pass can look too dear for any draft, and the drafting tests would test nothing.
-    return structgen.Generator(model, tokenizer, pass_costs=structgen.decoding.loop.PassCosts())
+    return structgen.Generator(model, tokenizer, pass_costs=structgen.decoding.costs.PassCosts())

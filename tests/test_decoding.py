@@ -109,7 +109,7 @@ def test_drafted_greedy_equals_step_by_step(outcomes, generator, name, schema, p
     assert spec_stats.forward_passes <= step_stats.forward_passes
     if step_done:
         value = json.loads(b"".join(generator.vocabulary.tokens[t] for t in spec))
-        assert structgen.api.generator._validation_error(schema, value) is None
+        assert structgen.tasks.json_task.validation_error(schema, value) is None
 
 
 def test_drafting_pays_and_is_sometimes_refused(outcomes):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import structgen
-from structgen.decoding.loop import forced_draft
+from structgen.decoding.drafts import forced_draft
 from structgen.engine.vocab import vocabulary_for
 
 SCHEMA = {"type": "object",

@@ -8,7 +8,8 @@ import pytest
 
 import structgen
 from structgen import IncompleteGenerationError, SchemaError, UnsupportedFeatureError
-from structgen.decoding.loop import PassCosts, _no_speculation_reason
+from structgen.decoding.backend import rollback_refusal
+from structgen.decoding.costs import PassCosts
 
 PERSON = {"type": "object",
           "properties": {"name": {"type": "string", "maxLength": 30}, "age": {"type": "integer"}},
@@ -105,11 +106,11 @@ def test_models_whose_cache_cannot_roll_back_decode_without_drafts():
     class Model:
         config = Config()
 
-    assert "sliding-window" in _no_speculation_reason(Model())
+    assert "sliding-window" in rollback_refusal(Model())
     Config.sliding_window, Config.layer_types = None, ["full_attention", "linear_attention"]
-    assert "recurrent" in _no_speculation_reason(Model())
+    assert "recurrent" in rollback_refusal(Model())
     Config.layer_types = ["full_attention"]
-    assert _no_speculation_reason(Model()) == ""
+    assert rollback_refusal(Model()) == ""
 
 
 def test_draft_length_follows_the_pass_cost_curve():
@@ -121,7 +122,7 @@ def test_draft_length_follows_the_pass_cost_curve():
 
 
 def test_draft_ends_the_model_keeps_refusing_are_dropped():
-    from structgen.decoding.loop import DraftEnds
+    from structgen.decoding.drafts import DraftEnds
 
     ends = DraftEnds(min_seen=3, max_refused=0.5)
     assert ends.trim([5, 7]) == [5, 7]
@@ -132,3 +133,33 @@ def test_draft_ends_the_model_keeps_refusing_are_dropped():
     assert ends.trim([5, 7]) == [5]
     assert ends.trim([5, 9]) == [5, 9]
     assert ends.seen[9] == [1, 0]
+
+
+def test_drafts_are_counted_by_source(generator):
+    r = generator.json(PERSON, PROMPT)
+    forced = r.stats.by_source["forced"]
+    assert set(r.stats.by_source) == {"forced"} and forced.drafted_tokens == r.stats.drafted_tokens > 0
+    assert forced.accepted_tokens == r.stats.accepted_tokens and forced.rejected_drafts == r.stats.rejected_drafts
+    assert generator.json(PERSON, PROMPT, speculate=False).stats.by_source == {}
+
+
+def test_transformers_backend_extends_and_rolls_back_like_a_fresh_pass(generator):
+    import torch
+
+    from structgen.decoding.backend import ModelBackend, TransformersBackend
+    from structgen.errors import OptionError
+
+    backend = TransformersBackend(generator.model)
+    assert isinstance(backend, ModelBackend) and backend.rollback_refusal == ""
+    ids = generator.chat_ids("Hello")
+    width = backend.logits_width
+    with torch.no_grad():
+        first = backend.prefill([ids])
+        wide = backend.extend([[10, 20, 30]])
+        backend.rollback([2])
+        again = backend.extend([[40]])
+        fresh = generator.model(input_ids=torch.tensor([ids + [10, 40]])).logits[0]
+    assert first.shape == (1, width) and wide[0].shape == (3, width) and again[0].shape == (1, width)
+    assert torch.allclose(first[0], fresh[-3], atol=1e-3) and torch.allclose(again[0][0], fresh[-1], atol=1e-3)
+    with pytest.raises(OptionError, match="one row"):
+        backend.prefill([ids, ids])

@@ -40,7 +40,7 @@ CASES = [
 
 
 def _gap(gen, prompt, prefix, a, b):
-    ids = gen._chat_ids(prompt) + prefix
+    ids = gen.chat_ids(prompt) + prefix
     with torch.no_grad():
         logits = gen.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
     return abs(float(logits[a] - logits[b]))

@@ -220,13 +220,13 @@ def test_locate():
 
 
 def test_backtracking_bans_the_name_and_starts_again_when_nothing_is_left(shop_bytes):
-    from structgen.tasks.sql import _backtrack, resume_point
+    from structgen.tasks.sql import backtrack, resume_point
 
     loose, _ = shop_bytes
     sql = "SELECT nme FROM customers"
     tokens = list(sql.encode())
     banned: dict = {}
-    prefix = _backtrack(BYTES, tokens, locate(sql, "no such column: nme"), banned)
+    prefix = backtrack(BYTES, tokens, locate(sql, "no such column: nme"), banned)
     assert BYTES.token_bytes(prefix) == b"SELECT "
     assert banned[tuple(prefix)] == {ord("n"), ord("N")}  # what would start `nme` again, any case
     assert resume_point(loose, prefix, banned)[0] == prefix

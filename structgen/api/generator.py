@@ -1,9 +1,12 @@
 """The user-facing API: a reusable :class:`Generator` and :func:`generate_json`.
 
-A ``Generator`` owns a model, its tokenizer, their vocabulary and a compile cache; ``json()``
-compiles the schema (strict objects, compact whitespace by default, so a small model stays on
-the rails and the output still validates), builds the prompt through the chat template, decodes
-with forced-text drafts (:mod:`structgen.decoding.loop`) and parses the result.
+A ``Generator`` owns a :class:`~structgen.tasks.context.ModelContext` (a model, its tokenizer,
+their vocabulary, a compile cache, the pass-cost curve and what drafting learned about the
+model); each method turns its keyword options into a frozen
+:class:`~structgen.decoding.config.DecodeConfig` and hands both to a task
+(:mod:`structgen.tasks.json_task`, :mod:`~structgen.tasks.text`, :mod:`~structgen.tasks.sql`,
+:mod:`~structgen.tasks.tool_calls`), which compiles, prompts, decodes with drafts
+(:mod:`structgen.decoding.loop`) and reads the result.
 
 Example
 -------
@@ -16,47 +19,28 @@ Example
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from structgen.engine.compiler import Compiler, parse_schema
-from structgen.decoding.loop import DraftEnds, GenerationStats, PassCosts, decode
-from structgen.errors import DecodingError
+from structgen.decoding.config import DecodeConfig
+from structgen.decoding.costs import PassCosts
+from structgen.engine.compiler import Compiler
 from structgen.engine.vocab import Vocabulary
+from structgen.errors import OptionError
+from structgen.tasks.context import ModelContext
+from structgen.tasks.json_task import Whitespace, generate_json_with, prompt_ids
+from structgen.tasks.results import JsonResult, TextResult
+from structgen.tasks.sql import SqlResult, generate_sql_with
+from structgen.tasks.text import generate_text_with
+from structgen.tasks.tool_calls import ToolCallResult, generate_tool_calls_with
 
 if TYPE_CHECKING:
     import os
     import sqlite3
 
-    from structgen.tasks.sql import SqlResult
     from structgen.frontends.tool_calls import ToolFormat
-    from structgen.tasks.tool_calls import ToolCallResult
 
 __all__ = ["Generator", "JsonResult", "TextResult", "generate_json", "generate_grammar", "generate_regex",
            "generate_sql", "generate_tool_calls"]
-
-Whitespace = Literal["compact", "flexible"]
-
-
-@dataclass
-class JsonResult:
-    """One generated JSON value.
-
-    ``value`` is the parsed JSON (an instance of the Pydantic model when one was given);
-    ``token_ids`` and ``text`` exclude the final end-of-sequence token; ``finish_reason`` is
-    ``"eos"`` (the model ended) or ``"grammar"`` (nothing else could follow).
-    """
-
-    value: Any
-    text: str
-    token_ids: list[int]
-    finish_reason: Literal["eos", "grammar"]
-    stats: GenerationStats
-    #: constraints left unchecked (lenient drops, custom formats); see CompiledGrammar.relaxed
-    relaxed: tuple = ()
-    #: with relaxed constraints the value may fail the schema: jsonschema's first error, if any
-    validation_error: str | None = None
 
 
 class Generator:
@@ -73,6 +57,11 @@ class Generator:
         The forward-pass cost curve that decides draft lengths; default: measured on first use.
         Pass one to make draft decisions independent of the machine's load at that moment.
 
+    Raises
+    ------
+    OptionError
+        A model without a tokenizer, or a tokenizer without a model.
+
     Example
     -------
     >>> gen = Generator()                                                # doctest: +SKIP
@@ -85,52 +74,47 @@ class Generator:
                  pass_costs: PassCosts | None = None) -> None:
         if model is None:
             if tokenizer is not None:
-                raise ValueError("pass a model with the tokenizer, or neither for the default model")
+                raise OptionError("pass a model with the tokenizer, or neither for the default model")
             from structgen.decoding.models import load_default_model
 
             model, tokenizer = load_default_model()
         elif tokenizer is None:
-            raise ValueError("a tokenizer is needed with the model")
+            raise OptionError("a tokenizer is needed with the model")
         if device is not None:
             model = model.to(device)
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        embeddings = model.get_output_embeddings()
-        width = embeddings.weight.shape[0] if embeddings is not None else None
-        self.vocabulary = Vocabulary.from_tokenizer(
-            tokenizer, vocab_size=width, generation_config=getattr(model, "generation_config", None))
-        self.compiler = Compiler(self.vocabulary)
-        self._costs = pass_costs  # None: measured on first use
-        self._draft_ends = DraftEnds()  # learned per model: which draft ends it tends to refuse
+        #: what the tasks decode with (model, tokenizer, vocabulary, compiler, pass costs, drafts)
+        self.context = ModelContext(model.eval(), tokenizer, pass_costs=pass_costs)
+
+    @property
+    def model(self) -> Any:
+        return self.context.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.context.tokenizer
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        return self.context.vocabulary
+
+    @property
+    def compiler(self) -> Compiler:
+        return self.context.compiler
 
     @property
     def pass_costs(self) -> PassCosts:
         """Relative cost of a forward pass by number of new positions, measured on first use."""
-        if self._costs is None:
-            self._costs = PassCosts.measure(self.model)
-        return self._costs
+        return self.context.pass_costs
 
     def prompt_ids(self, schema: Any, prompt: str, *, include_schema: bool = True, raw: bool = False) -> list[int]:
         """The token ids fed to the model: the chat template (when the tokenizer has one) around
         the prompt, with the schema shown in the message unless ``include_schema=False``;
         ``raw=True`` encodes the prompt as it is."""
-        if raw:
-            return list(self.tokenizer.encode(prompt, add_special_tokens=False))
-        schema = _as_schema(schema)[0]
-        content = prompt
-        if include_schema:
-            content += ("\n\nAnswer with only a JSON value that follows this JSON schema:\n"
-                        + json.dumps(schema, ensure_ascii=False))
-        return self._chat_ids(content)
+        return prompt_ids(self.context, schema, prompt, include_schema=include_schema, raw=raw)
 
-    def _chat_ids(self, content: str) -> list[int]:
+    def chat_ids(self, content: str) -> list[int]:
         """``content`` as the user's turn of the chat template (plain text without one)."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            return list(self.tokenizer.encode(content, add_special_tokens=True))
-        encoded = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
-                                                     add_generation_prompt=True, tokenize=True)
-        ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
-        return list(ids)
+        return self.context.chat_ids(content)
 
     def json(self, schema: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
@@ -159,36 +143,19 @@ class Generator:
 
         Raises
         ------
+        OptionError
+            A decoding option is out of range (e.g. ``max_new_tokens=0``, ``top_p=0``).
         SchemaError, UnsupportedFeatureError
             The schema is invalid, or uses a keyword structgen cannot honour.
         IncompleteGenerationError
             The budget ran out; ``partial_text``, ``token_ids`` and ``stats`` are kept.
         """
-        plain, model_class = _as_schema(schema)
-        compiled = self.compiler.json_schema(plain, whitespace=whitespace, strict=strict,
-                                             canonical=True, lenient=lenient)
-        ids = self.prompt_ids(plain, prompt, include_schema=include_schema, raw=raw)
-        tokens, finish, stats = decode(
-            self.model, self.tokenizer, self.vocabulary, compiled.matcher(), ids,
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None,
-            draft_ends=self._draft_ends)
-        # The grammar works on the tokens' bytes: decode those, not the tokenizer's text view,
-        # which may strip or add spaces around SentencePiece pieces.
-        text = self.vocabulary.token_bytes(tokens).decode("utf-8")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DecodingError(f"internal error: the output is not JSON ({err}): {text!r}") from err
-        error = _validation_error(plain, value)
-        if error is not None and not compiled.relaxed:
-            raise DecodingError(f"internal error: the output does not validate ({error}): {text!r}")
-        if model_class is not None and error is None:
-            value = model_class.model_validate(value)
-        return JsonResult(value, text, tokens, finish, stats, compiled.relaxed, error)
+        config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                              seed=seed, speculate=speculate)
+        return generate_json_with(self.context, schema, prompt, config, whitespace=whitespace, strict=strict,
+                                  include_schema=include_schema, raw=raw, lenient=lenient)
 
-
-    def grammar(self, grammar: Any, prompt: str, *, start: str = "start", **options: Any) -> "TextResult":
+    def grammar(self, grammar: Any, prompt: str, *, start: str = "start", **options: Any) -> TextResult:
         """Generate text in the language of a Lark-style grammar (text, path or IR).
 
         Options are those of :meth:`text`. See :func:`structgen.compile_grammar` for the format.
@@ -202,7 +169,7 @@ class Generator:
         return self.text(self.compiler.grammar_file(grammar, start=start), prompt, **options)
 
     def regex(self, pattern: str, prompt: str, *, ignore_case: bool = False, dotall: bool = False,
-              **options: Any) -> "TextResult":
+              **options: Any) -> TextResult:
         """Generate text that matches ``pattern`` whole (Python ``re`` dialect); options as :meth:`text`.
 
         Example
@@ -215,7 +182,7 @@ class Generator:
 
     def text(self, compiled: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
-             raw: bool = False) -> "TextResult":
+             raw: bool = False) -> TextResult:
         """Generate text under a compiled grammar (:class:`~structgen.CompiledGrammar`).
 
         ``prompt`` is the user's turn of the chat template (``raw=True``: encoded as it is).
@@ -224,22 +191,19 @@ class Generator:
 
         Raises
         ------
+        OptionError
+            A decoding option is out of range.
         IncompleteGenerationError
             The budget ran out before the text was complete; the partial output is kept.
         """
-        ids = list(self.tokenizer.encode(prompt, add_special_tokens=False)) if raw else self._chat_ids(prompt)
-        tokens, finish, stats = decode(
-            self.model, self.tokenizer, self.vocabulary, compiled.matcher(), ids,
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            seed=seed, speculate=speculate, costs=self.pass_costs if speculate else None,
-            draft_ends=self._draft_ends)
-        text = self.vocabulary.token_bytes(tokens).decode("utf-8", errors="strict")
-        return TextResult(text, tokens, finish, stats)
+        config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                              seed=seed, speculate=speculate)
+        return generate_text_with(self.context, compiled, prompt, config, raw=raw)
 
     def sql(self, question: str, database: "str | os.PathLike[str] | sqlite3.Connection", *,
             execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256, max_rows: int = 1000,
             time_limit: float = 10.0, temperature: float = 0.0, retry_temperature: float = 0.8,
-            seed: int | None = None, speculate: bool = True, strict: bool = True) -> "SqlResult":
+            seed: int | None = None, speculate: bool = True, strict: bool = True) -> SqlResult:
         """Write a SQLite query that answers ``question`` on ``database``, and check that it runs.
 
         The model sees the schema (DDL) and the question; decoding follows the SQL grammar
@@ -255,6 +219,8 @@ class Generator:
 
         Raises
         ------
+        OptionError
+            A decoding option or ``max_retries`` is out of range.
         SqlError
             The database cannot be read.
         SqlGenerationError
@@ -266,18 +232,17 @@ class Generator:
         >>> r.sql, r.rows, r.retries, r.first_try                                   # doctest: +SKIP
         ('SELECT count(*) FROM singer', [(6,)], 0, True)
         """
-        from structgen.tasks.sql import generate_sql_with
-
-        return generate_sql_with(self, question, database, execute=execute, max_retries=max_retries,
-                                 max_new_tokens=max_new_tokens, max_rows=max_rows, time_limit=time_limit,
-                                 temperature=temperature, retry_temperature=retry_temperature, seed=seed,
-                                 speculate=speculate, strict=strict)
+        config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                              speculate=speculate)
+        return generate_sql_with(self.context, question, database, config, execute=execute,
+                                 max_retries=max_retries, max_rows=max_rows, time_limit=time_limit,
+                                 retry_temperature=retry_temperature, strict=strict)
 
     def tool_calls(self, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
                    tool_choice: Any = "auto", parallel_tool_calls: bool = True,
                    format: "str | ToolFormat | None" = None, strict: bool = True, max_new_tokens: int = 256,
                    temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                   speculate: bool = True, stop_repeated_calls: bool = True) -> "ToolCallResult":
+                   speculate: bool = True, stop_repeated_calls: bool = True) -> ToolCallResult:
         """The assistant's next turn: text, tool calls, or both, with arguments that validate.
 
         Parameters
@@ -322,8 +287,9 @@ class Generator:
 
         Raises
         ------
-        ToolSpecError, UnsupportedFeatureError, MessagesError
-            Bad tools, ``tool_choice`` or messages, before anything runs.
+        ToolSpecError, UnsupportedFeatureError, MessagesError, OptionError
+            Bad tools, ``tool_choice``, messages, ``format`` or decoding options, before anything
+            runs.
         IncompleteGenerationError
             The budget ran out; the partial output is kept.
 
@@ -336,40 +302,11 @@ class Generator:
         >>> r.message["tool_calls"][0]["function"]                                      # doctest: +SKIP
         {'name': 'add', 'arguments': '{"a": 2, "b": 3}'}
         """
-        from structgen.tasks.tool_calls import generate_tool_calls_with
-
-        return generate_tool_calls_with(self, tools, messages, tool_choice=tool_choice,
+        config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                              seed=seed, speculate=speculate)
+        return generate_tool_calls_with(self.context, tools, messages, config, tool_choice=tool_choice,
                                         parallel_tool_calls=parallel_tool_calls, format=format, strict=strict,
-                                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                        top_k=top_k, seed=seed, speculate=speculate,
                                         stop_repeated_calls=stop_repeated_calls)
-
-
-@dataclass
-class TextResult:
-    """Text generated under a grammar or a regex: ``text`` and ``token_ids`` exclude the final
-    end-of-sequence token; ``finish_reason`` as in :class:`JsonResult`."""
-
-    text: str
-    token_ids: list[int]
-    finish_reason: Literal["eos", "grammar"]
-    stats: GenerationStats
-
-
-def _as_schema(schema: Any) -> tuple[Any, Any]:
-    """(JSON schema, Pydantic model class or None)."""
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema(), schema
-    return parse_schema(schema), None
-
-
-def _validation_error(schema: Any, value: Any) -> str | None:
-    """jsonschema's first error for ``value`` (formats checked too), or ``None``."""
-    from jsonschema import validators
-
-    cls = validators.validator_for(schema if isinstance(schema, dict) else {})
-    error = next(iter(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)), None)
-    return None if error is None else error.message
 
 
 _DEFAULT: Generator | None = None

@@ -51,12 +51,14 @@ import math
 
 import torch
 
+from structgen.errors import OptionError
+
 __all__ = ["target_probs", "greedy_token", "sample_token", "verify_draft"]
 
 
 def _check_1d(t: torch.Tensor, name: str) -> None:
     if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D tensor")
+        raise OptionError(f"{name} must be a non-empty 1-D tensor")
 
 
 def target_probs(
@@ -98,10 +100,10 @@ def target_probs(
 
     Raises
     ------
-    ValueError
-        If ``temperature <= 0``, ``top_k < 0``, ``top_p`` is not in ``(0, 1]``, the logits are
-        not a non-empty 1-D tensor, no token is legal (all ``-inf``), or the logits contain
-        NaN or ``+inf``.
+    OptionError
+        (a ``ValueError``) If ``temperature <= 0``, ``top_k < 0``, ``top_p`` is not in
+        ``(0, 1]``, the logits are not a non-empty 1-D tensor, no token is legal (all ``-inf``),
+        or the logits contain NaN or ``+inf``.
 
     Examples
     --------
@@ -117,18 +119,18 @@ def target_probs(
     """
     _check_1d(masked_logits, "masked_logits")
     if not (isinstance(temperature, (int, float)) and 0 < temperature < math.inf):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+        raise OptionError(f"temperature must be a finite number > 0, got {temperature!r}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
+        raise OptionError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
     if not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
-        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+        raise OptionError(f"top_p must be in (0, 1], got {top_p!r}")
 
     logits = masked_logits.to(torch.float64)
     if torch.isnan(logits).any() or torch.isposinf(logits).any():
-        raise ValueError("masked_logits contains NaN or +inf")
+        raise OptionError("masked_logits contains NaN or +inf")
     legal = torch.isfinite(logits)
     if not legal.any():
-        raise ValueError("no legal token: every logit is -inf")
+        raise OptionError("no legal token: every logit is -inf")
 
     probs = torch.softmax(logits / temperature, dim=0)
     probs = torch.where(legal, probs, torch.zeros_like(probs))  # exact zeros, whatever softmax did
@@ -170,8 +172,9 @@ def greedy_token(masked_logits: torch.Tensor) -> int:
 
     Raises
     ------
-    ValueError
-        If the logits are not a non-empty 1-D tensor, contain NaN, or are all ``-inf``.
+    OptionError
+        (a ``ValueError``) If the logits are not a non-empty 1-D tensor, contain NaN, or are
+        all ``-inf``.
 
     Examples
     --------
@@ -181,11 +184,11 @@ def greedy_token(masked_logits: torch.Tensor) -> int:
     """
     _check_1d(masked_logits, "masked_logits")
     if torch.isnan(masked_logits).any():
-        raise ValueError("masked_logits contains NaN")
+        raise OptionError("masked_logits contains NaN")
     # torch.argmax returns the first maximal index.
     token = int(torch.argmax(masked_logits))
     if masked_logits[token] == float("-inf"):
-        raise ValueError("no legal token: every logit is -inf")
+        raise OptionError("no legal token: every logit is -inf")
     return token
 
 
@@ -245,8 +248,8 @@ def verify_draft(probs: torch.Tensor, draft: int, generator: torch.Generator) ->
 
     Raises
     ------
-    ValueError
-        If ``probs`` is not a non-empty 1-D tensor.
+    OptionError
+        (a ``ValueError``) If ``probs`` is not a non-empty 1-D tensor.
     IndexError
         If ``draft`` is not a valid token id.
 

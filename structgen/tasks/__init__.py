@@ -1,1 +1,3 @@
-"""structgen.tasks."""
+"""structgen.tasks: JSON, grammar/regex text, SQL and tool calls, each a composition of the
+layers below run on a :class:`~structgen.tasks.context.ModelContext`; one result shape
+(:mod:`~structgen.tasks.results`)."""

@@ -22,17 +22,18 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from structgen.decoding.loop import GenerationStats, decode
-from structgen.errors import IncompleteGenerationError, SqlGenerationError
+from structgen.decoding.config import DecodeConfig
+from structgen.decoding.stats import GenerationStats
+from structgen.errors import IncompleteGenerationError, OptionError, SqlGenerationError
 from structgen.frontends.sql import CompiledSql, ReadOnly, compile_schema, lex_sql, read_schema
+from structgen.tasks.context import ModelContext
+from structgen.tasks.results import Result
 
-if TYPE_CHECKING:
-    from structgen.api.generator import Generator
-
-__all__ = ["SqlAttempt", "SqlResult", "SqlGenerationError", "generate_sql_with", "locate", "sql_prompt"]
+__all__ = ["SqlAttempt", "SqlResult", "SqlGenerationError", "backtrack", "generate_sql_with", "locate",
+           "resume_point", "sql_prompt"]
 
 
 @dataclass
@@ -43,21 +44,25 @@ class SqlAttempt:
     error: str
 
 
-@dataclass
-class SqlResult:
+@dataclass(kw_only=True)
+class SqlResult(Result):
     """A query that passed the checks (``EXPLAIN``; with ``execute=True`` it also ran).
 
-    ``rows`` and ``columns`` are filled by ``execute=True`` (at most ``max_rows`` rows);
-    ``attempts`` are the refused queries before this one, so ``retries == len(attempts)`` and
-    ``first_try`` is ``retries == 0``. ``stats`` add up every attempt's decoding.
+    ``text`` (also ``sql``) is the query; ``finish_reason`` is how its decoding ended
+    (``"stop"``: at its ``;``). ``rows`` and ``columns`` are filled by ``execute=True`` (at most
+    ``max_rows`` rows); ``attempts`` are the refused queries before this one, so
+    ``retries == len(attempts)`` and ``first_try`` is ``retries == 0``. ``stats`` add up every
+    attempt's decoding.
     """
 
-    sql: str
-    token_ids: list[int]
-    stats: GenerationStats
     attempts: list[SqlAttempt] = field(default_factory=list)
     rows: list[tuple] | None = None
     columns: list[str] | None = None
+
+    @property
+    def sql(self) -> str:
+        """The query (same as ``text``)."""
+        return self.text
 
     @property
     def retries(self) -> int:
@@ -77,19 +82,20 @@ def sql_prompt(question: str, ddl: str) -> str:
             "Answer with only the SQL query.")
 
 
-def generate_sql_with(gen: "Generator", question: str,
-                      database: "str | os.PathLike[str] | sqlite3.Connection", *,
-                      execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256,
-                      max_rows: int = 1000, time_limit: float = 10.0, temperature: float = 0.0,
-                      retry_temperature: float = 0.8, seed: int | None = None,
-                      speculate: bool = True, strict: bool = True) -> SqlResult:
-    """See :meth:`structgen.Generator.sql`."""
-    if max_retries < 0:
-        raise ValueError(f"max_retries must be >= 0, not {max_retries}")
+def generate_sql_with(context: ModelContext, question: str,
+                      database: "str | os.PathLike[str] | sqlite3.Connection", config: DecodeConfig, *,
+                      execute: bool = False, max_retries: int = 4, max_rows: int = 1000,
+                      time_limit: float = 10.0, retry_temperature: float = 0.8, strict: bool = True) -> SqlResult:
+    """:meth:`structgen.Generator.sql` on ``context`` (see there); ``config`` decodes the first
+    attempt (a retry from scratch samples at ``retry_temperature`` at least, seeded
+    ``config.seed + attempt``)."""
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise OptionError(f"max_retries must be an int >= 0, not {max_retries!r}")
     schema = read_schema(database)
-    compiled = compile_schema(schema, gen.compiler, strict=strict, whitespace="spaces")
-    prompt_ids = gen._chat_ids(sql_prompt(question, schema.ddl))
-    vocab = gen.vocabulary
+    compiled = compile_schema(schema, context.compiler, strict=strict, whitespace="spaces")
+    prompt_ids = context.chat_ids(sql_prompt(question, schema.ddl))
+    vocab = context.vocabulary
+    max_new_tokens = config.max_new_tokens
 
     def ends_query(tokens: list[int]) -> bool:  # a ";" ends the query: nothing but spaces may follow
         return (vocab.tokens[tokens[-1]] or b"").rstrip().endswith(b";")
@@ -100,30 +106,29 @@ def generate_sql_with(gen: "Generator", question: str,
     banned: dict[tuple[int, ...], set[int]] = {}
     for attempt in range(max_retries + 1):
         prefix, matcher = resume_point(compiled, prefix, banned)
-        sampling = temperature if attempt == 0 or prefix else max(temperature, retry_temperature)
+        temperature = config.temperature if attempt == 0 or prefix else max(config.temperature, retry_temperature)
+        run = replace(config, max_new_tokens=max_new_tokens - len(prefix), temperature=temperature,
+                      seed=None if config.seed is None else config.seed + attempt)
         try:
-            new, _, stats = decode(
-                gen.model, gen.tokenizer, vocab, matcher, prompt_ids + prefix,
-                max_new_tokens=max_new_tokens - len(prefix), temperature=sampling,
-                seed=None if seed is None else seed + attempt, speculate=speculate,
-                costs=gen.pass_costs if speculate else None, draft_ends=gen._draft_ends,
-                banned_first=banned.get(tuple(prefix), ()), stop=ends_query)
+            new, finish, stats = context.decode(matcher, prompt_ids + prefix, run,
+                                                banned_first=banned.get(tuple(prefix), ()), stop=ends_query)
         except IncompleteGenerationError as err:
-            _add(total, err.stats)
+            total.add(err.stats)
             attempts.append(SqlAttempt(vocab.token_bytes(prefix).decode("utf-8", "replace") + err.partial_text,
                                        f"max_new_tokens={max_new_tokens} ran out"))
             prefix = []
             continue
-        _add(total, stats)
+        total.add(stats)
         tokens = prefix + new
         text = vocab.token_bytes(tokens).decode("utf-8")
         error, offset, rows, columns = _check(compiled, database, text, execute, max_rows, time_limit)
         if error is None:
-            return SqlResult(text, tokens, total, attempts, rows, columns)
+            return SqlResult(text=text, token_ids=tokens, finish_reason=finish, stats=total, attempts=attempts,
+                             rows=rows, columns=columns)
         if not any(a.error == error for a in attempts):  # the first time: maybe the table is wrong
             offset = _table_to_blame(compiled, text, error, offset)
         attempts.append(SqlAttempt(text, error))
-        prefix = _backtrack(vocab, tokens, offset, banned)
+        prefix = backtrack(vocab, tokens, offset, banned)
     raise SqlGenerationError(
         f"no query passed the checks in {max_retries + 1} attempts; the last: "
         f"{attempts[-1].sql!r}: {attempts[-1].error}", attempts=attempts)
@@ -156,22 +161,13 @@ def _table_to_blame(compiled: CompiledSql, sql: str, error: str, offset: int | N
     column = re.fullmatch(r"no such column: (\w+)", error)
     if column is None:
         return offset
-    tables = compiled._tables
+    tables = {t.lower(): {c.lower() for c in cols} for t, cols in compiled.schema.tables.items()}
     lexemes = lex_sql(sql)
     named = [lx for lx in lexemes if lx.name in tables]
     owners = {t for t, cols in tables.items() if column.group(1).lower() in cols}
     if not owners or not named or owners & {lx.name for lx in named}:
         return offset
     return named[0].offset
-
-
-def _add(total: GenerationStats, stats: GenerationStats | None) -> None:
-    if stats is None:
-        return
-    for name in ("forward_passes", "new_tokens", "drafted_tokens", "accepted_tokens", "rejected_drafts"):
-        setattr(total, name, getattr(total, name) + getattr(stats, name))
-    total.seconds += stats.seconds
-    total.speculation = stats.speculation
 
 
 def _check(compiled: CompiledSql, database: Any, sql: str, execute: bool, max_rows: int,
@@ -219,7 +215,7 @@ def locate(sql: str, message: str) -> int | None:
     return None
 
 
-def _backtrack(vocab: Any, tokens: list[int], offset: int | None,
+def backtrack(vocab: Any, tokens: list[int], offset: int | None,
                banned: dict[tuple[int, ...], set[int]]) -> list[int]:
     """The tokens to resume from: those before the one holding byte ``offset``; [] (start
     again) when there is no offset.

@@ -23,15 +23,14 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from structgen.decoding.loop import GenerationStats, decode
-from structgen.errors import DecodingError, IncompleteGenerationError, MessagesError
-from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls, read_tool_choice,
-                         read_tools, tool_call_grammar)
-
-if TYPE_CHECKING:
-    from structgen.api.generator import Generator
+from structgen.decoding.config import DecodeConfig
+from structgen.errors import DecodingError, IncompleteGenerationError, MessagesError, OptionError
+from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls,
+                                            read_tool_choice, read_tools, tool_call_grammar)
+from structgen.tasks.context import ModelContext
+from structgen.tasks.results import Result
 
 __all__ = ["ToolCallResult", "MessagesError", "generate_tool_calls_with", "tool_prompt", "template_format"]
 
@@ -40,8 +39,8 @@ _ROLES = ("system", "user", "assistant", "tool")
 
 
 
-@dataclass
-class ToolCallResult:
+@dataclass(kw_only=True)
+class ToolCallResult(Result):
     """One assistant turn: ``message`` is the OpenAI-style assistant message.
 
     ``message`` is ``{"role": "assistant", "content": str | None, "tool_calls": [...]}``, each
@@ -53,10 +52,6 @@ class ToolCallResult:
     """
 
     message: dict[str, Any]
-    text: str
-    token_ids: list[int]
-    finish_reason: Literal["eos", "grammar", "stop", "repeated_call"]
-    stats: GenerationStats
     format: str
     #: how the prompt was made: "template" (the chat template showed the tools) or "structgen"
     rendered_by: str
@@ -200,39 +195,35 @@ def _rendered(tokenizer: Any, specs: list[ToolSpec], messages: list[dict[str, An
     return tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
 
 
-def generate_tool_calls_with(gen: "Generator", tools: Any, messages: Any, *, tool_choice: Any = "auto",
-                             parallel_tool_calls: bool = True, format: "str | ToolFormat | None" = None,
-                             strict: bool = True, max_new_tokens: int = 256, temperature: float = 0.0,
-                             top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                             speculate: bool = True, stop_repeated_calls: bool = True) -> ToolCallResult:
-    """:meth:`structgen.Generator.tool_calls` (see there)."""
+def generate_tool_calls_with(context: ModelContext, tools: Any, messages: Any, config: DecodeConfig, *,
+                             tool_choice: Any = "auto", parallel_tool_calls: bool = True,
+                             format: "str | ToolFormat | None" = None, strict: bool = True,
+                             stop_repeated_calls: bool = True) -> ToolCallResult:
+    """:meth:`structgen.Generator.tool_calls` on ``context`` (see there)."""
     specs = read_tools(tools)
     mode, names = read_tool_choice(tool_choice, specs)
     if isinstance(format, str) and format not in FORMATS:
-        raise ValueError(f"unknown tool-call format {format!r}; known: {sorted(FORMATS)}")
+        raise OptionError(f"unknown tool-call format {format!r}; known: {sorted(FORMATS)}")
     fmt = FORMATS[format] if isinstance(format, str) else format
-    prompt, fmt, rendered_by = tool_prompt(gen.tokenizer, specs, messages, fmt)
+    prompt, fmt, rendered_by = tool_prompt(context.tokenizer, specs, messages, fmt)
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,
                                 strict=strict)
-    compiled = gen.compiler.grammar(grammar, source=tools)
-    ids = list(gen.tokenizer.encode(prompt, add_special_tokens=False))
+    compiled = context.compiler.grammar(grammar, source=tools)
+    ids = context.encode(prompt)
     try:
-        tokens, finish, stats = decode(
-            gen.model, gen.tokenizer, gen.vocabulary, compiled.matcher(), ids, max_new_tokens=max_new_tokens,
-            temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, speculate=speculate,
-            costs=gen.pass_costs if speculate else None, draft_ends=gen._draft_ends)
+        tokens, finish, stats = context.decode(compiled.matcher(), ids, config)
     except IncompleteGenerationError as err:
         if not stop_repeated_calls:
             raise
-        cut = _without_repeats(gen, compiled, fmt, err.token_ids)
+        cut = _without_repeats(context, compiled, fmt, err.token_ids)
         if cut is None:
             raise
         tokens, finish, stats = cut, "repeated_call", err.stats
     else:
-        cut = _without_repeats(gen, compiled, fmt, tokens) if stop_repeated_calls else None
+        cut = _without_repeats(context, compiled, fmt, tokens) if stop_repeated_calls else None
         if cut is not None:
             tokens, finish = cut, "repeated_call"
-    text = gen.vocabulary.token_bytes(tokens).decode("utf-8")
+    text = context.vocabulary.token_bytes(tokens).decode("utf-8")
     try:
         content, calls = parse_calls(fmt, text)
     except (ValueError, KeyError) as err:
@@ -246,10 +237,11 @@ def generate_tool_calls_with(gen: "Generator", tools: Any, messages: Any, *, too
             message["tool_calls"].append({
                 "id": "call_" + secrets.token_hex(12), "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}})
-    return ToolCallResult(message, text, tokens, finish, stats, fmt.name, rendered_by)
+    return ToolCallResult(text=text, token_ids=tokens, finish_reason=finish, stats=stats, message=message,
+                          format=fmt.name, rendered_by=rendered_by)
 
 
-def _without_repeats(gen: "Generator", compiled: Any, fmt: ToolFormat, tokens: list[int]) -> list[int] | None:
+def _without_repeats(context: ModelContext, compiled: Any, fmt: ToolFormat, tokens: list[int]) -> list[int] | None:
     """The answer ended before its first repeated call, or None when no call repeats.
 
     A small model, allowed parallel calls, tends to write the same call again and again until
@@ -257,7 +249,7 @@ def _without_repeats(gen: "Generator", compiled: Any, fmt: ToolFormat, tokens: l
     useful, so the answer ends after the call before it: the tokens up to there are kept and
     the rest of that call plus the list's close are written canonically, checked by the grammar.
     """
-    vocab = gen.vocabulary
+    vocab = context.vocabulary
     data = vocab.token_bytes(tokens)
     text = data.decode("utf-8", errors="ignore")
     _, spans, _ = call_spans(fmt, text)
@@ -279,7 +271,7 @@ def _without_repeats(gen: "Generator", compiled: Any, fmt: ToolFormat, tokens: l
         length += size
     tail = data[length:end] + fmt.list_close.encode()
     try:
-        ended = keep + list(gen.tokenizer.encode(tail.decode("utf-8"), add_special_tokens=False))
+        ended = keep + list(context.tokenizer.encode(tail.decode("utf-8"), add_special_tokens=False))
     except UnicodeDecodeError:  # the kept tokens end inside a character
         return None
     m = compiled.matcher()

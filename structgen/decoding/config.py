@@ -1,0 +1,95 @@
+"""The options of one decoding run, frozen and checked once.
+
+Example
+-------
+>>> from structgen.decoding.config import DecodeConfig
+>>> DecodeConfig(temperature=0.7, seed=1).greedy
+False
+>>> DecodeConfig(max_new_tokens=0)
+Traceback (most recent call last):
+...
+structgen.errors.OptionError: max_new_tokens must be an int >= 1, not 0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from structgen.errors import OptionError
+
+__all__ = ["DecodeConfig", "MAX_DRAFT"]
+
+#: Longest draft proposed at once.
+MAX_DRAFT = 16
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How to decode: budget, sampling rule and drafting, validated on construction.
+
+    Parameters
+    ----------
+    max_new_tokens
+        Token budget (the final end-of-sequence token excluded); at least 1.
+    temperature
+        ``0`` is greedy (argmax of the masked logits); above it, sampling from
+        ``softmax(masked / temperature)``.
+    top_p, top_k
+        Nucleus mass in ``(0, 1]`` (``1`` = off) and top-k (``0`` = off), applied after the
+        grammar mask; used only when sampling.
+    seed
+        Seed of the sampling generator (``None``: a fresh random seed); the global torch RNG is
+        neither used nor reseeded.
+    speculate
+        Draft (the text the grammar forces, ...) and verify drafts losslessly; ``False`` decodes
+        one pass per token, the reference drafting reproduces.
+    acceptance_prior
+        Expected acceptance of a draft token before any was judged, in ``[0, 1]``; it decides
+        draft lengths with the pass-cost curve and then follows the measured acceptance.
+    max_draft
+        Longest draft proposed at once (``0``: none).
+
+    Raises
+    ------
+    OptionError
+        A value is out of its range; the message names it.
+    """
+
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    speculate: bool = True
+    acceptance_prior: float = 0.9
+    max_draft: int = MAX_DRAFT
+
+    def __post_init__(self) -> None:
+        _check_int("max_new_tokens", self.max_new_tokens, 1)
+        _check_int("top_k", self.top_k, 0, " (0 = off)")
+        _check_int("max_draft", self.max_draft, 0)
+        if not _is_number(self.temperature) or not 0 <= self.temperature < math.inf:
+            raise OptionError(f"temperature must be a finite number >= 0 (0 = greedy), not {self.temperature!r}")
+        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+            raise OptionError(f"top_p must be in (0, 1] (1 = off), not {self.top_p!r}")
+        if not _is_number(self.acceptance_prior) or not 0 <= self.acceptance_prior <= 1:
+            raise OptionError(f"acceptance_prior must be in [0, 1], not {self.acceptance_prior!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise OptionError(f"seed must be an int or None, not {self.seed!r}")
+        if not isinstance(self.speculate, bool):
+            raise OptionError(f"speculate must be True or False, not {self.speculate!r}")
+
+    @property
+    def greedy(self) -> bool:
+        """Whether this is greedy decoding (``temperature == 0``)."""
+        return self.temperature == 0
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value: object, least: int, note: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise OptionError(f"{name} must be an int >= {least}{note}, not {value!r}")

@@ -1,0 +1,100 @@
+"""What every task decodes with: one model, its tokenizer and vocabulary, a compiler, the
+pass-cost curve and what drafting has learned about the model.
+
+A :class:`ModelContext` is owned by :class:`structgen.Generator` and handed to the task
+functions (:mod:`structgen.tasks.json_task`, :mod:`~structgen.tasks.text`,
+:mod:`~structgen.tasks.sql`, :mod:`~structgen.tasks.tool_calls`), so the tasks need nothing
+from the API layer.
+
+Example
+-------
+>>> from structgen.tasks.context import ModelContext                     # doctest: +SKIP
+>>> from structgen.decoding.models import load_default_model             # doctest: +SKIP
+>>> ctx = ModelContext(*load_default_model())                            # doctest: +SKIP
+>>> from structgen.decoding.config import DecodeConfig                   # doctest: +SKIP
+>>> m = ctx.compiler.regex("yes|no").matcher()                           # doctest: +SKIP
+>>> ctx.decode(m, ctx.chat_ids("Is water wet?"), DecodeConfig())[:2]     # doctest: +SKIP
+([10407], 'grammar')
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Collection, Sequence
+
+from structgen.decoding.backend import ModelBackend, TransformersBackend
+from structgen.decoding.config import DecodeConfig
+from structgen.decoding.costs import PassCosts
+from structgen.decoding.drafts import DraftEnds, DraftSource, ForcedText
+from structgen.decoding.loop import Finish, decode
+from structgen.decoding.stats import GenerationStats
+from structgen.engine.compiler import Compiler
+from structgen.engine.matcher import Matcher
+from structgen.engine.vocab import Vocabulary
+
+__all__ = ["ModelContext"]
+
+
+class ModelContext:
+    """A transformers causal LM (in eval mode, where it should run) with its tokenizer, ready
+    for the tasks.
+
+    Parameters
+    ----------
+    model, tokenizer
+        The model and its tokenizer.
+    pass_costs
+        The forward-pass cost curve that sizes drafts; ``None``: measured on first use.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, pass_costs: PassCosts | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        embeddings = model.get_output_embeddings()
+        width = embeddings.weight.shape[0] if embeddings is not None else None
+        self.vocabulary = Vocabulary.from_tokenizer(
+            tokenizer, vocab_size=width, generation_config=getattr(model, "generation_config", None))
+        self.compiler = Compiler(self.vocabulary)
+        self._costs = pass_costs
+        #: learned per model: which draft ends it tends to refuse
+        self.draft_ends = DraftEnds()
+
+    @property
+    def pass_costs(self) -> PassCosts:
+        """Relative cost of a forward pass by number of new positions, measured on first use."""
+        if self._costs is None:
+            self._costs = PassCosts.measure(self.backend())
+        return self._costs
+
+    def backend(self) -> ModelBackend:
+        """A fresh backend (its own cache) over the model, for one generation."""
+        return TransformersBackend(self.model)
+
+    def draft_sources(self) -> list[DraftSource]:
+        """The draft sources, in the order they are asked: the grammar's forced text."""
+        return [ForcedText(self.tokenizer, self.vocabulary, self.draft_ends)]
+
+    def decode(self, matcher: Matcher, prompt_ids: Sequence[int], config: DecodeConfig, *,
+               banned_first: Collection[int] = (), stop: Callable[[list[int]], bool] | None = None,
+               ) -> tuple[list[int], Finish, GenerationStats]:
+        """:func:`structgen.decoding.loop.decode` on this model with its draft sources."""
+        return decode(self.backend(), self.vocabulary, matcher, prompt_ids, config,
+                      sources=self.draft_sources(), costs=self.pass_costs if config.speculate else None,
+                      banned_first=banned_first, stop=stop)
+
+    def encode(self, text: str) -> list[int]:
+        """``text`` as token ids, as it is (no special tokens added)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def chat_ids(self, content: str) -> list[int]:
+        """``content`` as the user's turn of the chat template (plain text without one)."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            return list(self.tokenizer.encode(content, add_special_tokens=True))
+        encoded = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
+                                                     add_generation_prompt=True, tokenize=True)
+        ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
+        return list(ids)
+
+    def text_of(self, tokens: Sequence[int], errors: str = "strict") -> str:
+        """The text of ``tokens`` from their bytes (not the tokenizer's text view, which may
+        strip or add spaces around SentencePiece pieces)."""
+        return self.vocabulary.token_bytes(list(tokens)).decode("utf-8", errors)

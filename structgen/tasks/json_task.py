@@ -1,0 +1,83 @@
+"""JSON values: a schema (or a Pydantic model) and a prompt in, a value that validates out.
+
+The schema is compiled with strict objects and compact whitespace by default (a small model
+stays on the rails and the output still validates), shown to the model in the user's turn of
+the chat template, decoded with drafts, parsed and checked with ``jsonschema``.
+
+Example
+-------
+>>> from structgen.tasks.json_task import as_schema, validation_error
+>>> as_schema('{"type": "integer"}')
+({'type': 'integer'}, None)
+>>> validation_error({"type": "integer", "minimum": 3}, 2)
+'2 is less than the minimum of 3'
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from structgen.decoding.config import DecodeConfig
+from structgen.engine.compiler import parse_schema
+from structgen.errors import DecodingError
+from structgen.tasks.context import ModelContext
+from structgen.tasks.results import JsonResult
+
+__all__ = ["Whitespace", "as_schema", "generate_json_with", "prompt_ids", "validation_error"]
+
+Whitespace = Literal["compact", "flexible"]
+
+
+def as_schema(schema: Any) -> tuple[Any, Any]:
+    """(JSON schema, Pydantic model class or None) for a schema dict, JSON text or model class."""
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema(), schema
+    return parse_schema(schema), None
+
+
+def validation_error(schema: Any, value: Any) -> str | None:
+    """jsonschema's first error for ``value`` (formats checked too), or ``None``."""
+    from jsonschema import validators
+
+    cls = validators.validator_for(schema if isinstance(schema, dict) else {})
+    error = next(iter(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)), None)
+    return None if error is None else error.message
+
+
+def prompt_ids(context: ModelContext, schema: Any, prompt: str, *, include_schema: bool = True,
+               raw: bool = False) -> list[int]:
+    """The token ids fed to the model: the chat template (when the tokenizer has one) around
+    the prompt, with the schema shown in the message unless ``include_schema=False``;
+    ``raw=True`` encodes the prompt as it is."""
+    if raw:
+        return context.encode(prompt)
+    schema = as_schema(schema)[0]
+    content = prompt
+    if include_schema:
+        content += ("\n\nAnswer with only a JSON value that follows this JSON schema:\n"
+                    + json.dumps(schema, ensure_ascii=False))
+    return context.chat_ids(content)
+
+
+def generate_json_with(context: ModelContext, schema: Any, prompt: str, config: DecodeConfig, *,
+                       whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
+                       raw: bool = False, lenient: bool = False) -> JsonResult:
+    """:meth:`structgen.Generator.json` on ``context`` (see there)."""
+    plain, model_class = as_schema(schema)
+    compiled = context.compiler.json_schema(plain, whitespace=whitespace, strict=strict,
+                                            canonical=True, lenient=lenient)
+    ids = prompt_ids(context, plain, prompt, include_schema=include_schema, raw=raw)
+    tokens, finish, stats = context.decode(compiled.matcher(), ids, config)
+    text = context.text_of(tokens)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DecodingError(f"internal error: the output is not JSON ({err}): {text!r}") from err
+    error = validation_error(plain, value)
+    if error is not None and not compiled.relaxed:
+        raise DecodingError(f"internal error: the output does not validate ({error}): {text!r}")
+    if model_class is not None and error is None:
+        value = model_class.model_validate(value)
+    return JsonResult(value=value, text=text, token_ids=tokens, finish_reason=finish, stats=stats,
+                      relaxed=compiled.relaxed, validation_error=error)
