@@ -20,9 +20,6 @@ def test_import_contracts_hold():
     lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
     assert lint, "import-linter is part of the test set-up (pyproject's test extra)"
     out = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
-    pending = "structgen.tasks is not allowed to import structgen.api"  # the tasks/api cycle below
-    if out.returncode and out.stdout.count(" BROKEN") == 1 and pending in out.stdout and out.stdout.count("\n- ") == 2:
-        pytest.xfail(pending)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " BROKEN" not in out.stdout and out.stdout.count(" KEPT") >= 3
 
@@ -41,14 +38,8 @@ def _module_cycles() -> list[list[str]]:
     return [list(g) for g in sorted({tuple(sorted(g)) for g in groups.values()})]
 
 
-#: Debts being paid in this change (issue 19); each entry leaves this list as its cycle is cut.
-KNOWN_CYCLES = [
-    ["structgen.api.generator", "structgen.tasks.sql", "structgen.tasks.tool_calls"],
-]
-
-
 def test_no_import_cycles():
-    assert [g for g in _module_cycles() if g not in KNOWN_CYCLES] == []
+    assert _module_cycles() == []
 
 
 def _private_imports() -> list[str]:
