@@ -6,10 +6,10 @@ Run (one CPU thread, the same tokenizer, grammar texts and sample texts for ever
     .venv/bin/python benchmarks/grammar.py --cases json,arithmetic --reps 5 --engines structgen,xgrammar
 
 Cases (:data:`CASES`, a grammar file and 3-5 valid sample texts each; adding one is one line):
-``json`` (``grammars/json.lark``), ``arithmetic`` (``grammars/arithmetic.lark``, left-recursive),
+``json`` (``structgen/grammars/json.lark``), ``arithmetic`` (``structgen/grammars/arithmetic.lark``, left-recursive),
 ``large`` (``benchmarks/data/grammar_c_expr.lark``: a C-like language, 12 left-recursive
 operator levels, ``%ignore`` whitespace and ``//`` / ``/* */`` comments), and two cases of
-``grammars/sqlite.lark`` specialised to one database by ``structgen.frontends.sql.sql_grammar_text(schema,
+``structgen/grammars/sqlite.lark`` specialised to one database by ``structgen.frontends.sql.sql_grammar_text(schema,
 strict=False)`` (its ``TABLE_NAME`` / ``COLUMN_NAME`` terminals become the database's names,
 ``/.../i`` regexes): ``sql`` (defog's ``car_dealership``) and ``sql-spider`` (Spider's
 ``world_1``), 5 gold queries each. The SQL cases read the databases from ``../shared/data/sql``
@@ -162,7 +162,7 @@ class Case:
 
 
 def sql_case(name: str, database: str, samples: list[str]) -> Case:
-    """``grammars/sqlite.lark`` specialised to ``database`` (a path under :data:`SQL_DATA`) by
+    """``structgen/grammars/sqlite.lark`` specialised to ``database`` (a path under :data:`SQL_DATA`) by
     ``structgen.frontends.sql.sql_grammar_text(read_schema(db), strict=False)``: its ``TABLE_NAME`` and
     ``COLUMN_NAME`` terminals become the database's names (``/.../i`` regexes)."""
 

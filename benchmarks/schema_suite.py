@@ -111,7 +111,7 @@ def report(args: argparse.Namespace, tokenizer: Any, results: dict[str, ss.FileR
         f"({sc_c / sc_t:.1%}) of the in-scope groups not refused for a keyword of the structures "
         f"issue ({', '.join(sorted(ss.STRUCTURE_KEYWORDS))}). Wrong verdicts include the valid "
         "A-label hostnames ('xn--...') the hostname format refuses by design (sound: "
-        "structgen/formats.py), which the test lists as known.",
+        "structgen/frontends/json_schema/formats.py), which the test lists as known.",
         "",
         "## Per keyword file",
         "",

@@ -1,7 +1,7 @@
 """Grammar files and regexes on the embedded default model.
 
 Run it with ``.venv/bin/python examples/grammar.py`` (after ``make setup``). Three outputs:
-an arithmetic expression from ``grammars/arithmetic.lark`` (a left-recursive grammar), a query
+an arithmetic expression from ``structgen/grammars/arithmetic.lark`` (a left-recursive grammar), a query
 from a small inline grammar whose keywords and punctuation are forced (and so drafted), and a
 phone number from a regex. Each line shows the text and what it cost.
 """

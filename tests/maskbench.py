@@ -396,7 +396,7 @@ def _resolve(node: Any, root: Any) -> Any:
 
 
 def _merged_properties(node: Any, root: Any, depth: int = 0) -> dict[str, list[Any]]:
-    """Defined keys in the order structgen merges them (structgen/schema_merge.py): a ``$ref``
+    """Defined keys in the order structgen merges them (structgen/frontends/json_schema/dnf.py): a ``$ref``
     target's first, then the schema's own ``properties``, then each ``allOf`` branch's; each key
     with the subschemas that name it."""
     out: dict[str, list[Any]] = {}

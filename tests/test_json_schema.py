@@ -382,7 +382,7 @@ def test_a_length_too_large_beside_a_format_is_refused_or_relaxed():
     assert structgen.compile_json_schema({"type": "string", "format": "date", "maxLength": 64}, BYTES).relaxed == ()
 
 
-# ---------------------------------------------------------------- combinators (schema_merge)
+# ---------------------------------------------------------------- combinators (json_schema/dnf.py)
 
 _BASE = {"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}}}
 _NODE = {"$defs": {"node": {"type": "object", "properties": {

@@ -51,7 +51,7 @@ def test_no_crashes(suite_results):
 
 #: Valid instances structgen knowingly rejects (never an invalid one accepted): the hostname
 #: format refuses every A-label ('xn--...'), since checking Punycode and IDNA 2008's contextual
-#: rules is not a compact regular language (structgen/formats.py, FORMAT_NOTES["hostname"]).
+#: rules is not a compact regular language (structgen/frontends/json_schema/formats.py, FORMAT_NOTES["hostname"]).
 KNOWN_REJECTED_VALID = {
     ("optional/format/hostname", "validation of A-label (punycode) host names"): "xn--",
 }

@@ -35,7 +35,7 @@ def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any,
     Parameters
     ----------
     grammar
-        The grammar text, a path to a ``.lark`` file (e.g. one under ``grammars/``), or IR.
+        The grammar text, a path to a ``.lark`` file (e.g. one under ``structgen/grammars/``), or IR.
         The format is described in :mod:`structgen.frontends.lark.reader`: Lark's, with a lexer's token
         ends (:mod:`structgen.frontends.lark.lexer`); left recursion and ambiguity are allowed.
     tokenizer

@@ -1,6 +1,6 @@
 """SQL for one SQLite database: the query grammar specialised to its tables and columns.
 
-``grammars/sqlite.lark`` reads any SQLite query; :func:`compile_sql` replaces its two name
+``structgen/grammars/sqlite.lark`` reads any SQLite query; :func:`compile_sql` replaces its two name
 terminals with one database's names, so a table position takes a real table and a column
 position a real column (bare, ``qualifier.column``, quoted in any of SQLite's three ways, in
 any case). Names a query makes up itself — aliases, common table expressions, a subquery's

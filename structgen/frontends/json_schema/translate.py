@@ -278,7 +278,7 @@ class _Converter:
         return alt(*exprs)
 
     def conjunction(self, conj: Conj) -> Expr:
-        """Subschemas that all apply: the union of their merged alternatives (schema_merge)."""
+        """Subschemas that all apply: the union of their merged alternatives (the dnf module)."""
         return self.first_of(self.alternative, self.merger.alternatives(conj))
 
     def alternative(self, m: Merged) -> Expr:

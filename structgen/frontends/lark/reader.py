@@ -21,8 +21,8 @@ here too::
   ``x ~ n..m`` repeats, ``"text"`` literals (``"select"i`` ignores case), ``/regex/flags``
   (Python ``re`` dialect, see :mod:`structgen.frontends.regex.python`), ``"a".."z"`` character ranges.
 * **Directives**: ``%import common.WS`` (or ``%import common (WS, NUMBER)``, ``-> ALIAS``)
-  loads terminals or rules from ``grammars/<module>.lark`` beside this package's grammars or
-  beside the importing file; ``%ignore WS`` allows the ignored terminals before every
+  loads terminals or rules from ``<module>.lark`` beside the importing file, else from the
+  bundled ``structgen/grammars/``; ``%ignore WS`` allows the ignored terminals before every
   terminal and at the end; ``//`` and ``#`` start comments.
 * **Matching** is on bytes, with a lexer's rules (:mod:`structgen.frontends.lark.lexer`): the text is in the
   language when some split into tokens derives it from the start rule, where a token ends only
