@@ -67,6 +67,7 @@ class Merger(OneOfExpansion):
         dialect = root.get("$schema") if isinstance(root, dict) else None
         old_ref = isinstance(dialect, str) and any(f"/draft-0{d}/" in dialect for d in "34567")
         self.ref_alone = old_ref and not ref_siblings_always
+        self.old_draft = old_ref
         self.check = check or (lambda schema, pointer: None)
         self.refuse = refuse or raise_refusal
         self.checks = ValueChecks(root, keywords.local, keywords.checked_with)
@@ -302,7 +303,7 @@ class Merger(OneOfExpansion):
     def merge_term(self, term: Term) -> Merged:
         """One term's subschemas merged keyword by keyword (each keyword's registry ``merge``)."""
         parts = tuple({a.pointer: a for a in term if isinstance(a, Part)}.values())
-        g = Gathering(Merged(parts), refuse=self.refuse)
+        g = Gathering(Merged(parts), refuse=self.refuse, old_draft=self.old_draft)
         for part in parts:
             if isinstance(part.schema, dict):  # else True
                 for kw, merge in self.keywords.merges_for(part.schema):

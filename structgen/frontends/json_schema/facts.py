@@ -209,6 +209,8 @@ class Gathering:
     additional_seen: bool = False
     #: ``refuse(keyword, pointer, hint)``: raises, or under ``lenient`` records and returns
     refuse: Callable[[str, str, str], None] | None = None
+    #: the schema declares draft 3 to 7, where ``unevaluated*`` are not keywords
+    old_draft: bool = False
 
     def finish(self, term: Term, checks: "ValueChecks", refuse: Callable[[str, str, str], None]) -> Merged:
         """The merged facts: members and items assembled, negation atoms applied, enum values checked."""

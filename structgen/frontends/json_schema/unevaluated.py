@@ -62,6 +62,17 @@ def _unevaluated_refused(g: Gathering, part: Part, kw: str, dynamic: str) -> Non
              "schema and its allOf branches (no anyOf, oneOf, if, $ref, dependentSchemas, contains there)")
 
 
+def _not_in_old_drafts(g: Gathering, part: Part, kw: str) -> bool:
+    """Refuse ``kw`` under a declared draft 3 to 7, which does not have it (a validator of that
+    draft ignores it, so applying it would reject valid instances; ``lenient``: dropped, as that
+    validator does). True when refused."""
+    if g.old_draft:
+        (g.refuse or raise_refusal)(kw, join_pointer(part.pointer, kw),
+                                    f"{kw} is a keyword of drafts 2019-09 and 2020-12, and this schema "
+                                    "declares an earlier draft ($schema), whose validators ignore it")
+    return g.old_draft
+
+
 def merge_unevaluated_properties(g: Gathering, part: Part, kw: str) -> None:
     """``unevaluatedProperties`` where the evaluated keys are static (no ``anyOf``, ``oneOf``,
     ``if``, ``$ref``, ``dependentSchemas`` among its schema and ``allOf`` branches): the
@@ -70,6 +81,8 @@ def merge_unevaluated_properties(g: Gathering, part: Part, kw: str) -> None:
     value = part.schema[kw]
     if not isinstance(value, (bool, dict)):
         raise SchemaError(f"{kw} must be a schema", pointer=join_pointer(part.pointer, kw))
+    if _not_in_old_drafts(g, part, kw):
+        return
     nodes, everything, dynamic = _evaluated(part.schema, part.pointer, kw, DYNAMIC_APPLICATORS)
     if everything or any("additionalProperties" in n for n in nodes):
         return  # every member is evaluated already
@@ -91,6 +104,8 @@ def merge_unevaluated_items(g: Gathering, part: Part, kw: str) -> None:
     value = part.schema[kw]
     if not isinstance(value, (bool, dict)):
         raise SchemaError(f"{kw} must be a schema", pointer=join_pointer(part.pointer, kw))
+    if _not_in_old_drafts(g, part, kw):
+        return
     nodes, everything, dynamic = _evaluated(part.schema, part.pointer, kw, DYNAMIC_APPLICATORS + ("contains",))
     if everything or any(isinstance(n.get("items"), (dict, bool)) or "additionalItems" in n and isinstance(n.get("items"), list)
                          for n in nodes):
