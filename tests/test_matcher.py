@@ -124,3 +124,20 @@ def test_masks_stay_exact_when_the_shared_cache_forgets():
            ord("1"), ord("}")]
     assert check_walk(compiled.matcher(), ids) == len(ids) + 1
     assert len(vocab.mask_cache) <= 2
+
+
+def test_masks_handed_out_are_read_only():
+    """A mask is memoized and shared by every matcher of the grammar: writing into the array
+    mask_words() returns must fail, not make another matcher allow every token (issue 25)."""
+    vocab = structgen.Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    compiled = structgen.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}}, vocab)
+    first, second = compiled.matcher(), compiled.matcher()
+    words = first.mask_words()
+    before = second.allowed_token_ids()
+    with pytest.raises(ValueError):
+        words[:] = 0xFFFFFFFF
+    assert second.allowed_token_ids() == before and 256 not in before
+    bits = np.zeros(vocab.words, dtype=np.int32)
+    first.fill_bitmask(bits)  # a copy the caller owns stays writable
+    bits[:] = -1
+    assert second.allowed_token_ids() == before

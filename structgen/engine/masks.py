@@ -161,7 +161,9 @@ class MaskBuilder:
     # ---------------------------------------------------------------- public
 
     def mask(self, stacks: StackSet) -> np.ndarray:
-        """The bitmask of tokens legal from the closed set ``stacks`` (do not modify it)."""
+        """The bitmask of tokens legal from the closed set ``stacks``: read-only, because it is
+        memoized and shared by every matcher of the grammar (and some arrays by every grammar on
+        the vocabulary), so a caller that wrote into it would change what all of them allow."""
         got = self._set_masks.get(stacks)
         if got is None:
             parts = [self._stack_mask(sid) for sid in stacks]
@@ -171,6 +173,7 @@ class MaskBuilder:
                 got = parts[0]
             else:
                 got = np.bitwise_or.reduce(parts)
+            got.flags.writeable = False
             self._set_masks[stacks] = got
         return got
 
