@@ -316,3 +316,31 @@ def test_the_memory_cache_keeps_the_most_recent_grammars(monkeypatch):
     assert len(comp._schemas) == 2 and len(comp._cache) == 2
     assert comp.json_schema({"const": 1}).automaton is first.automaton
     assert comp.json_schema({"const": 3}).automaton is second.automaton
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x80\x35", b"\x80\x04garbage", bytes(range(256)) * 4])
+def test_damaged_mask_facts_on_disk_are_recomputed(tmp_path, monkeypatch, damage):
+    """A damaged token-mask facts file (any bytes) is a miss, recomputed: it crashed every later
+    run before (issue 25: 'unsupported pickle protocol', UnicodeDecodeError, ...)."""
+    from structgen.engine import masks
+
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(masks, "_DISK_CACHE_AFTER_S", 0.0)  # every fact goes to disk
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}}}
+    text = b'{"a":"xy"}'
+
+    def masks_along() -> list[list[int]]:
+        vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])  # fresh memory caches
+        m = Compiler(vocab, disk_cache=False).json_schema(schema).matcher()
+        out = []
+        for b in text:
+            out.append(m.allowed_token_ids())
+            assert m.advance(b)
+        return out
+
+    expected = masks_along()
+    files = list((tmp_path / "facts").rglob("*.pkl"))
+    assert files
+    for f in files:
+        f.write_bytes(damage)
+    assert masks_along() == expected

@@ -412,10 +412,11 @@ def _disk_name(key: tuple) -> str:
 
 
 def _load(path: Path, key: tuple) -> _StateFacts | None:
+    """The facts at ``path``, or None for a miss (the caller recomputes and overwrites them)."""
     try:
         with open(path, "rb") as f:
             got = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError):
+    except Exception:  # noqa: BLE001 - a damaged or foreign file (bad protocol, bad bytes) is a miss
         return None
     return got if isinstance(got, _StateFacts) and getattr(got, "key", None) == key else None
 
