@@ -31,7 +31,7 @@ from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import vocabulary_for
 from structgen.errors import GrammarError, SchemaError
 
-__all__ = ["Compiler", "compiler_for", "parse_schema", "read_grammar_source"]
+__all__ = ["Compiler", "compiler_for", "parse_schema", "pydantic_model", "read_grammar_source"]
 
 Whitespace = Literal["flexible", "compact"]
 
@@ -188,10 +188,15 @@ class Compiler:
             "0", "false", "no", "off")
 
 
+def pydantic_model(schema: Any) -> Any:
+    """``schema`` when it is a Pydantic model class (it has ``model_json_schema``), else None."""
+    return schema if isinstance(schema, type) and hasattr(schema, "model_json_schema") else None
+
+
 def parse_schema(schema: Any) -> Any:
     """A schema given as JSON text, parsed; a Pydantic model class, its JSON schema
     (``model_json_schema()``); any other value as it is."""
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+    if pydantic_model(schema) is not None:
         return schema.model_json_schema()
     if not isinstance(schema, str):
         return schema

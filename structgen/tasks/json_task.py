@@ -19,7 +19,7 @@ import json
 from typing import Any, Literal
 
 from structgen.decoding.config import DecodeConfig
-from structgen.engine.compiler import parse_schema
+from structgen.engine.compiler import parse_schema, pydantic_model
 from structgen.errors import DecodingError
 from structgen.tasks.context import ModelContext
 from structgen.tasks.results import JsonResult
@@ -31,9 +31,7 @@ Whitespace = Literal["compact", "flexible"]
 
 def as_schema(schema: Any) -> tuple[Any, Any]:
     """(JSON schema, Pydantic model class or None) for a schema dict, JSON text or model class."""
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema(), schema
-    return parse_schema(schema), None
+    return parse_schema(schema), pydantic_model(schema)
 
 
 def validation_error(schema: Any, value: Any) -> str | None:
