@@ -347,18 +347,37 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
 
 
 def _check_keys(schema: Any) -> None:
-    """A schema given as Python data must be JSON: an object key that is not a string is a
-    SchemaError naming where it is (JSON text can only spell string keys)."""
-    todo = [(schema, "")]
+    """A schema given as Python data must be JSON data: an object key that is not a string, a
+    value JSON has no spelling for (a set, an object) or a container that contains itself is a
+    SchemaError naming where it is. A container shared by several places (not a cycle) is walked
+    once, so a small object graph cannot make this walk exponential."""
+    done: set[int] = set()  # containers walked completely
+    open_: set[int] = set()  # containers on the current path: meeting one again is a cycle
+    todo: list[tuple[Any, str, bool]] = [(schema, "", False)]
     while todo:
-        node, ptr = todo.pop()
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if not isinstance(key, str):
-                    raise SchemaError(f"object keys must be strings, not {key!r}", pointer=ptr)
-                todo.append((value, join_pointer(ptr, key)))
-        elif isinstance(node, (list, tuple)):
-            todo.extend((v, join_pointer(ptr, i)) for i, v in enumerate(node))
+        node, ptr, leaving = todo.pop()
+        if leaving:
+            open_.discard(id(node))
+            done.add(id(node))
+            continue
+        if isinstance(node, (dict, list, tuple)):
+            if id(node) in open_:
+                raise SchemaError("the schema contains itself here (a cycle in the Python "
+                                  "objects): JSON cannot spell it; use \"$ref\" for recursion",
+                                  pointer=ptr)
+            if id(node) in done:
+                continue
+            open_.add(id(node))
+            todo.append((node, ptr, True))
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    if not isinstance(key, str):
+                        raise SchemaError(f"object keys must be strings, not {key!r}", pointer=ptr)
+                    todo.append((value, join_pointer(ptr, key), False))
+            else:
+                todo.extend((v, join_pointer(ptr, i), False) for i, v in enumerate(node))
+        elif node is not None and not isinstance(node, (str, int, float)):  # bool is an int
+            raise SchemaError(f"{type(node).__name__} is not JSON data: {node!r:.80}", pointer=ptr)
 
 
 def _rule_places(conv: _Converter) -> Callable[[str], str]:
