@@ -23,7 +23,7 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import (BudgetExceededError, CompileError, DecodingError, GrammarError,
-                              IncompleteGenerationError, MessagesError, ModelNotInstalledError, OptionError, ParseError,
+                              IncompleteGenerationError, MessagesError, ContextLengthError, ModelNotInstalledError, OptionError, ParseError,
                               RegexSyntaxError, SchemaError, SqlError, SqlGenerationError, StructgenError,
                               ToolSpecError, UnsupportedFeatureError)
 from structgen.frontends.sql import CompiledSql
@@ -47,6 +47,7 @@ __all__ = [
     "JsonResult",
     "Matcher",
     "MessagesError",
+    "ContextLengthError",
     "ModelNotInstalledError",
     "OptionError",
     "ParseError",

@@ -21,6 +21,7 @@ __all__ = [
     "BudgetExceededError",
     "SqlError",
     "MessagesError",
+    "ContextLengthError",
     "DecodingError",
     "IncompleteGenerationError",
     "SqlGenerationError",
@@ -118,6 +119,15 @@ class CompileError(StructgenError):
     """A valid grammar could not be compiled (e.g. it recurses without consuming input)."""
 
 
+class EmptyLanguageError(CompileError):
+    """A grammar matches nothing at all; ``rule`` names the rule to blame. The compilers turn it
+    into the error of their input (SchemaError with a pointer, GrammarError with a rule)."""
+
+    def __init__(self, message: str, *, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
 class BudgetExceededError(CompileError):
     """A compile ran out of work units; the message names the schema path and the budget."""
 
@@ -128,6 +138,12 @@ class SqlError(StructgenError, ValueError):
 
 class MessagesError(StructgenError, ValueError):
     """The chat messages are malformed; the message says which one (by index) and why."""
+
+
+class ContextLengthError(StructgenError, ValueError):
+    """The prompt and ``max_new_tokens`` together do not fit the model's context window; raised
+    before decoding starts (a 33k-token prompt for an 8k model would otherwise run for minutes
+    before failing)."""
 
 
 class DecodingError(StructgenError, RuntimeError):

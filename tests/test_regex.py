@@ -20,7 +20,7 @@ import structgen.core.automaton as automaton_mod
 import structgen.frontends.regex.ecma as regex_mod
 from structgen.frontends.regex import charsets
 from structgen.core.automaton import MAX_UNROLL, build_automaton
-from structgen.errors import SchemaError, UnsupportedFeatureError
+from structgen.errors import EmptyLanguageError, SchemaError, UnsupportedFeatureError
 from structgen.core.ir import Alt, ByteClass, Grammar, Lit, Repeat, Seq, seq
 from structgen.frontends.json_text import JSON_CHAR, char_encodings
 from structgen.engine.pda import ACCEPT, StackMachine
@@ -31,7 +31,10 @@ from structgen.core.regular import matches
 @functools.lru_cache(maxsize=None)
 def matcher(pattern: str):
     body = seq(Lit(b'"'), pattern_to_ir(pattern), Lit(b'"'))
-    sm = StackMachine(build_automaton(Grammar.of("root", root=body)))
+    try:
+        sm = StackMachine(build_automaton(Grammar.of("root", root=body)))
+    except EmptyLanguageError:  # a pattern no string matches ("[]"): everything is rejected
+        return lambda text: False
     start = sm.initial()
 
     def run(text: "str | bytes") -> bool:

@@ -15,11 +15,13 @@ may come right after it returns) and a content fingerprint of each rule and ever
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
-from structgen.core.budget import charge
-from structgen.errors import CompileError
+from structgen.core.budget import affordable, charge
+from structgen.core.liveness import blame, live_states, productive
+from structgen.errors import CompileError, EmptyLanguageError
 from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq
 
 __all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton", "regular_dfa"]
@@ -99,6 +101,8 @@ class RuleAutomaton:
     item_calls: bool = False  # a counted item that calls other rules (an array element)
     #: bytes that may not come right after the rule completes (a lexer's token end), or None
     lookahead: frozenset[int] | None = None
+    #: compile-budget units building it took (:func:`_determinize`), charged even when cached
+    units: int = 0
 
 
 @dataclass
@@ -116,12 +120,15 @@ class GrammarAutomaton:
 # ---------------------------------------------------------------- Thompson NFA per rule
 
 class _NFA:
-    def __init__(self) -> None:
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[frozenset[int], int]]] = []
         self.calls: list[list[tuple[int, int]]] = []
 
     def new(self) -> int:
+        if not len(self.eps) & 1023:  # a huge expression (an enum of 10^5 strings) stops early
+            affordable(_units(0, len(self.eps), 0), self.rule)
         self.eps.append([])
         self.edges.append([])
         self.calls.append([])
@@ -202,7 +209,7 @@ def regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
     """DFA of a reference-free expression, cached per process (JSON characters recur a lot)."""
     got = _REGULAR_DFAS.get(e)
     if got is None:
-        sub = _NFA()
+        sub = _NFA(rule)
         a, b = _build(sub, e, {}, rule)
         got = _determinize(sub, a, b, rule)
         if len(_REGULAR_DFAS) > 4096:
@@ -216,7 +223,11 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
     # are final) in an epsilon closure: closures that differ only in pass-through states behave
     # alike, so they share a DFA state, and the sets stay small.
     important = [bool(nfa.edges[q] or nfa.calls[q]) for q in range(len(nfa.eps))]
+    width = [sum(len(bs) for bs, _ in edges) + len(calls) for edges, calls in zip(nfa.edges, nfa.calls)]
     important[final] = True
+    # Work is states built plus epsilon-closure visits (an unanchored pattern's states hold
+    # many NFA states each: `(a|b){500}` builds 3,000 states but visits millions).
+    visits = [0]
 
     def close(states) -> frozenset[int]:
         seen = set(states)
@@ -226,6 +237,7 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
                 if t not in seen:
                     seen.add(t)
                     todo.append(t)
+        visits[0] += len(seen)
         return frozenset(q for q in seen if important[q])
 
     first = close([start])
@@ -253,6 +265,9 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
     while i < len(order):
         cur = order[i]
         i += 1
+        visits[0] += sum(width[q] for q in cur)  # the byte edges read below
+        if not i & 15:
+            affordable(_units(len(order), len(nfa.eps), visits[0]), name)
         by_byte: dict[int, set[int]] = {}
         by_call: dict[int, set[int]] = {}
         for q in cur:
@@ -273,7 +288,15 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
         trans.append(row)
         calls.append(tuple(sorted((c, target(frozenset(ts))) for c, ts in by_call.items())))
         accept.append(final in cur)
-    return RuleAutomaton(name, trans, calls, accept)
+    return RuleAutomaton(name, trans, calls, accept, units=_units(len(order), len(nfa.eps), visits[0]))
+
+
+def _units(states: int, nfa_states: int, visits: int) -> int:
+    """Compile-budget units of a determinization: one per DFA state, as for every automaton,
+    unless reading the NFA and closing its state sets took longer (an unanchored `(a|b){500}`:
+    ~1,000 closure visits per state where the SQL grammar's lexer needs ~30; a unit is the time
+    of ~64 of those)."""
+    return max(states, (nfa_states + visits) // 16)
 
 
 _RULES: dict[Expr, RuleAutomaton] = {}
@@ -289,14 +312,15 @@ def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton
         _RULES[body] = cached
     calls = [tuple((names[c], t) for c, t in qc) for qc in cached.calls]  # type: ignore[index]
     return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min,
-                         cached.max, cached.guard, cached.item_digest, cached.item_calls)
+                         cached.max, cached.guard, cached.item_digest, cached.item_calls,
+                         units=cached.units)
 
 
 def _compile_body(name: str, body: Expr) -> RuleAutomaton:
     names: dict[str, int] = {}
     if isinstance(body, Counted):
         cached = regular_dfa(body.item, name)
-        item = RuleAutomaton(name, cached.trans, cached.calls, cached.accept)
+        item = RuleAutomaton(name, cached.trans, cached.calls, cached.accept, units=cached.units)
         if item.accept[0]:
             raise CompileError(f"counted rule '{name}': the item must not match the empty string")
         if any(item.accept[q] and (item.trans[q] or item.calls[q]) for q in range(len(item.trans))):
@@ -309,12 +333,33 @@ def _compile_body(name: str, body: Expr) -> RuleAutomaton:
         item.guard = Guard.build(body.exclude) if body.exclude else None
         item.item_digest = _digest(body.item)
         return item
-    nfa = _NFA()
+    nfa = _NFA(name)
     a, b = _build(nfa, body, names, name)
     return _determinize(nfa, a, b, name)
 
 
 # ---------------------------------------------------------------- grammar-level analysis
+
+def _prune_dead(rules: list[RuleAutomaton], start: int) -> list[RuleAutomaton]:
+    """Refuse a grammar that matches nothing; drop the calls and states that cannot lead to a
+    complete match (:mod:`structgen.core.liveness`), so no mask lets a sequence into them."""
+    alive = productive(rules)
+    if not alive[start]:
+        culprit = rules[blame(rules, alive, start)].name
+        raise EmptyLanguageError(f"rule '{culprit}' matches nothing, so the grammar matches nothing",
+                                 rule=culprit)
+    out = []
+    for r in rules:
+        live = live_states(r, alive)
+        if all(live) and all(alive[c] for qc in r.calls for c, _ in qc):
+            out.append(r)
+            continue
+        trans = [{b: t for b, t in row.items() if live[t]} if live[q] else {} for q, row in enumerate(r.trans)]
+        calls = [tuple((c, t) for c, t in qc if alive[c] and live[t]) if live[q] else ()
+                 for q, qc in enumerate(r.calls)]
+        out.append(dataclasses.replace(r, trans=trans, calls=calls))
+    return out
+
 
 def _nullable(rules: list[RuleAutomaton]) -> list[bool]:
     null = [r.counted and r.min == 0 for r in rules]
@@ -532,13 +577,14 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
     rules = []
     for n, body in grammar.rules:
         rules.append(_compile_rule(n, body, names))
-        charge(len(rules[-1].trans), n)
+        charge(max(len(rules[-1].trans), rules[-1].units), n)
     for n, forbidden in grammar.lookahead:
         r = rules[names[n]]
         if r.counted:
             raise CompileError(f"rule '{n}': a counted rule cannot have a lookahead")
         rules[names[n]] = RuleAutomaton(r.name, r.trans, r.calls, r.accept, lookahead=forbidden)
     start = names[grammar.start]
+    rules = _prune_dead(rules, start)
     null = _nullable(rules)
     _check_left_recursion(rules, null)
     bodies = [body for _, body in grammar.rules]

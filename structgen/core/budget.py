@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from structgen.errors import BudgetExceededError
 
-__all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "compile_budget", "charge", "describe_with", "place"]
+__all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "affordable", "compile_budget", "charge",
+           "describe_with", "place", "name_of"]
 
 #: Work units one schema may take: a few seconds of work on this 2-core machine. Measured on
 #: MaskBench (SmolLM2, flexible whitespace): the largest real schemas take a few hundred
@@ -74,6 +75,12 @@ def describe_with(describe: Callable[[str], str]) -> None:
         budget.describe = describe
 
 
+def name_of(rule: str) -> str:
+    """How the current budget names ``rule`` (a schema path in quotes), or ``rule`` outside one."""
+    budget = _CURRENT.get()
+    return rule if budget is None else budget.describe(rule)
+
+
 @contextlib.contextmanager
 def place(where: str) -> Iterator[None]:
     """Name what the work inside the block is for (a schema path), for charges that do not."""
@@ -95,9 +102,22 @@ def charge(units: int, where: str | None = None) -> None:
     if budget is None:
         return
     budget.spent += units
-    if budget.spent > budget.limit:
+    _refuse_past(budget, budget.spent, where)
+
+
+def affordable(units: int, where: str | None = None) -> None:
+    """Raise :class:`BudgetExceededError` if spending ``units`` more would exceed the budget,
+    without spending them: for a construction that charges its total once it is done (so that a
+    cached result is charged the same), to stop it early when that total cannot fit."""
+    budget = _CURRENT.get()
+    if budget is not None:
+        _refuse_past(budget, budget.spent + units, where)
+
+
+def _refuse_past(budget: _Budget, spent: int, where: str | None) -> None:
+    if spent > budget.limit:
         if where is None:
             where = budget.places[-1] if budget.places else "the grammar"
-        raise BudgetExceededError(f"compile budget exceeded: {budget.spent} work units of {budget.limit}, "
+        raise BudgetExceededError(f"compile budget exceeded: {spent} work units of {budget.limit}, "
                                   f"while compiling {budget.describe(where)}; simplify the schema there, "
                                   "or raise the budget (Compiler(..., budget=...))")

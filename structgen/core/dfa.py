@@ -48,7 +48,7 @@ def dfa_of(e: Expr, what: str = "regular", *, charged: bool = True) -> Dfa:
     if any(got.calls):
         raise CompileError(f"{what}: a regular-language operation got an expression that calls a rule")
     if charged:
-        charge(len(got.trans))
+        charge(max(len(got.trans), got.units))
     return got.trans, got.accept
 
 
@@ -75,6 +75,7 @@ def explore(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tu
             row[byte] = t
         trans.append(row)
         i += 1
+    charge((len(order) & 255) * PRODUCT_STATE_UNITS, what)  # the states since the last charge
     return trans, order
 
 

@@ -62,6 +62,10 @@ class ModelBackend(Protocol):
     def rollback(self, counts: Sequence[int]) -> None:
         """Forget the last ``counts[r]`` positions of row ``r`` (0: keep all)."""
 
+    # Optional: ``max_positions`` (int or None), the longest sequence the model takes; the loop
+    # refuses a prompt that cannot fit with its token budget before any pass (getattr, so a
+    # backend without it is not checked).
+
 
 def rollback_refusal(model: Any) -> str:
     """Why a transformers model's cache cannot be rolled back exactly ('' when it can).
@@ -106,6 +110,16 @@ class TransformersBackend:
     @property
     def rollback_refusal(self) -> str:
         return self._refusal
+
+    @property
+    def max_positions(self) -> int | None:
+        """The model's context window (``max_position_embeddings`` or ``n_positions``), if known."""
+        config = getattr(self.model, "config", None)
+        for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
 
     def prefill(self, rows: Sequence[Sequence[int]]) -> "torch.Tensor":
         import torch

@@ -41,7 +41,7 @@ from structgen.decoding.drafts import Draft, DraftSource
 from structgen.decoding.stats import GenerationStats
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
-from structgen.errors import DecodingError, IncompleteGenerationError
+from structgen.errors import ContextLengthError, DecodingError, IncompleteGenerationError
 
 if TYPE_CHECKING:  # torch is imported where a model runs, so compiling grammars never needs it
     import torch
@@ -161,6 +161,7 @@ def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[Row
 
     if not requests:
         return []
+    _check_context(backend, requests, config)
     speculation = "on"
     if not config.speculate:
         speculation = "off"
@@ -207,6 +208,21 @@ def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[Row
         row.stats.new_tokens = len(row.tokens)
         row.stats.seconds = time.perf_counter() - row.started
     return [RowOutcome(row.tokens, row.finish, row.stats, row.error) for row in rows]
+
+
+def _check_context(backend: ModelBackend, requests: Sequence[RowRequest], config: DecodeConfig) -> None:
+    """Refuse, before any pass, a prompt that cannot fit the model's context with its budget."""
+    limit = getattr(backend, "max_positions", None)
+    if not limit:
+        return
+    for r, request in enumerate(requests):
+        need = len(request.prompt_ids) + config.max_new_tokens
+        if need > limit:
+            row = f"row {r}: " if len(requests) > 1 else ""
+            raise ContextLengthError(
+                f"{row}the prompt is {len(request.prompt_ids)} tokens and max_new_tokens is "
+                f"{config.max_new_tokens}: {need} positions, over the model's context of {limit}; "
+                "shorten the prompt (fewer tools, a shorter document) or lower max_new_tokens")
 
 
 def _choose(row: _Row, logits: "torch.Tensor", masker: _Masker, config: DecodeConfig) -> int:

@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from structgen.core.budget import DEFAULT_COMPILE_BUDGET, compile_budget
+from structgen.core.budget import DEFAULT_COMPILE_BUDGET, compile_budget, name_of
 from structgen.core.ir import Grammar
 from structgen.engine.compile_cache import entry_key, entry_path, gc_paused, load_entry, store_entry
 from structgen.engine.compiled import CompiledGrammar
 from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import vocabulary_for
-from structgen.errors import GrammarError, SchemaError
+from structgen.errors import EmptyLanguageError, GrammarError, SchemaError
 
 __all__ = ["Compiler", "compiler_for", "parse_schema", "pydantic_model", "read_grammar_source"]
 
@@ -104,11 +104,17 @@ class Compiler:
         self._schemas: LRUCache[str, CompiledGrammar] = LRUCache(MEMORY_CACHE_ENTRIES)
         self._grammar_files: LRUCache[tuple, Grammar] = LRUCache(MEMORY_CACHE_ENTRIES)
 
-    def grammar(self, grammar: Grammar, *, source: Any = None) -> CompiledGrammar:
+    def grammar(self, grammar: Grammar, *, source: Any = None,
+                kind: Literal["schema", "grammar", "regex"] | None = None) -> CompiledGrammar:
+        """Compile grammar IR (memoized by the IR). A grammar that matches nothing is refused
+        as an error of its ``kind`` of input, naming where (:mod:`structgen.core.liveness`)."""
         got = self._cache.get(grammar)
         if got is None:
             with self._compiling():
-                got = CompiledGrammar(grammar, self.vocabulary, source=source)
+                try:
+                    got = CompiledGrammar(grammar, self.vocabulary, source=source)
+                except EmptyLanguageError as err:
+                    raise _matches_nothing(err, kind) from err
             self._cache[grammar] = got
         return got
 
@@ -118,7 +124,7 @@ class Compiler:
 
         if isinstance(grammar, Grammar):
             with self._compiling():
-                return self.grammar(remove_left_recursion(grammar), source=grammar)
+                return self.grammar(remove_left_recursion(grammar), source=grammar, kind="grammar")
         from structgen.frontends.lark.reader import read_grammar
 
         text, name, base = read_grammar_source(grammar)
@@ -128,7 +134,7 @@ class Compiler:
             with self._compiling():
                 ir = read_grammar(text, start=start, name=name, base=base)
             self._grammar_files[key] = ir
-        return self.grammar(ir, source=grammar)
+        return self.grammar(ir, source=grammar, kind="grammar")
 
     def regex(self, pattern: str, *, ignore_case: bool = False, dotall: bool = False) -> CompiledGrammar:
         """Compile a regular expression over text; see :func:`compile_regex`."""
@@ -137,7 +143,7 @@ class Compiler:
         if not isinstance(pattern, str):
             raise GrammarError(f"the pattern must be a string, not {type(pattern).__name__}")
         body = text_regex_to_ir(pattern, ignore_case=ignore_case, dotall=dotall)
-        return self.grammar(Grammar((("regex", body),), "regex"), source=pattern)
+        return self.grammar(Grammar((("regex", body),), "regex"), source=pattern, kind="regex")
 
     def json_schema(self, schema: "dict[str, Any] | bool | str", *,
                     whitespace: Whitespace = "flexible", strict: bool = False,
@@ -146,16 +152,17 @@ class Compiler:
 
         Looks in memory, then on disk (see :class:`Compiler`), then compiles and stores.
         """
-        from structgen.frontends.json_schema.translate import translate_schema
+        from structgen.frontends.json_schema.translate import check_json_data, translate_schema
 
         schema = parse_schema(schema)
+        check_json_data(schema)  # before its JSON text is the cache key: a cycle, 2**40 values
         options = {"whitespace": whitespace, "strict": strict, "canonical": canonical,
                    "lenient": lenient}
         key = entry_key(schema, options, self.vocabulary.fingerprint)
         if key is None:  # not plain JSON data: no content key, compile (the IR cache still works)
             with self._compiling():
                 grammar, relaxed = translate_schema(schema, **options)
-                return self.grammar(grammar, source=schema).described(schema, relaxed)
+                return self.grammar(grammar, source=schema, kind="schema").described(schema, relaxed)
         got = self._schemas.get(key)
         if got is not None:
             return got.described(schema, got.relaxed)
@@ -170,7 +177,7 @@ class Compiler:
         else:
             with self._compiling():
                 grammar, relaxed = translate_schema(schema, **options)
-                compiled = self.grammar(grammar, source=schema)
+                compiled = self.grammar(grammar, source=schema, kind="schema")
             if path is not None:
                 store_entry(path, key, (grammar, relaxed, compiled.automaton))
         got = compiled.described(schema, relaxed)
@@ -186,6 +193,19 @@ class Compiler:
     def _disk_cache_on(self) -> bool:
         return self.disk_cache and os.environ.get(DISK_CACHE_ENV, "1").strip().lower() not in (
             "0", "false", "no", "off")
+
+
+def _matches_nothing(err: EmptyLanguageError, kind: str | None) -> Exception:
+    where = name_of(err.rule)
+    if kind == "schema":
+        return SchemaError(f"no JSON value satisfies the schema at {where}, so none satisfies the whole "
+                           "schema (a contradiction, a pattern matching nothing, or a required "
+                           "recursion with no way out)", pointer=where.strip("'"), no_value=True)
+    if kind in ("grammar", "regex"):
+        what = "the pattern" if kind == "regex" else f"rule '{where}'"
+        return GrammarError(f"{what} matches no text at all, so no output could be complete; "
+                            "check for a character class or a recursion that can never end")
+    return err
 
 
 def pydantic_model(schema: Any) -> Any:

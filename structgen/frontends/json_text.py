@@ -59,8 +59,10 @@ JSON_NUMBER = Seq((
 
 
 @functools.lru_cache(maxsize=4096)
-def char_encodings(ch: str) -> list[bytes]:
-    """Every JSON spelling of one character (raw, short escape, \\u escapes in any hex case)."""
+@functools.lru_cache(maxsize=4096)
+def char_encodings(ch: str) -> tuple[bytes, ...]:
+    """Every JSON spelling of one character (raw, short escape, \\u escapes in any hex case);
+    memoized, as a long enum or many keys spell the same characters again and again."""
     out: list[bytes] = []
     cp = ord(ch)
     short = {'"': b'\\"', "\\": b"\\\\", "/": b"\\/", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n",
@@ -75,7 +77,7 @@ def char_encodings(ch: str) -> list[bytes]:
         hexes = _case_variants(f"{u:04x}")
         spellings = [s + b"\\u" + h for s in spellings for h in hexes]
     out.extend(spellings)
-    return out
+    return tuple(out)
 
 
 def _case_variants(h: str) -> list[bytes]:

@@ -43,7 +43,7 @@ import json
 import re
 from typing import Any, Callable, Iterable, Iterator, Literal
 
-from structgen.core.budget import describe_with, place
+from structgen.core.budget import charge, describe_with, place
 from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
 from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.frontends.json_schema.arrays import array_expr
@@ -60,7 +60,7 @@ from structgen.frontends.json_schema.terms import Conj, Part
 from structgen.frontends.json_schema.values import join_pointer
 from structgen.frontends.json_text import JSON_CHAR, char_encodings, string_literal
 
-__all__ = ["schema_to_grammar", "translate_schema", "Relaxed", "SUPPORTED_KEYWORDS",
+__all__ = ["check_json_data", "schema_to_grammar", "translate_schema", "Relaxed", "SUPPORTED_KEYWORDS",
            "ASSERTION_KEYWORDS", "LENIENT_KEYWORDS", "keyword_table"]
 
 #: Bound on whitespace characters per gap in ``flexible`` mode: enough for ``indent=2`` 16+ deep.
@@ -131,6 +131,9 @@ class _Converter:
 
     def key_literal(self, key: str) -> Expr:
         """A string literal: canonical when generating, any JSON spelling when walking."""
+        # Charged before the automaton is built, which would take ~20 s on an enum of 50,000
+        # strings (measured: ~2 units of build time per character, ~4 when walking)
+        charge(2 * len(key) if self.canonical else 4 * len(key))
         if self.canonical:
             return string_literal(key)
         parts: list[Expr] = [Lit(b'"')]
@@ -142,8 +145,10 @@ class _Converter:
                 continue
             # The escaped spellings (up to 16 for one letter) are one shared rule per
             # character: a key costs a state per character, not six, in every rule it is in.
-            escaped = alt(*(Lit(x) for x in options if x.startswith(b"\\")))
-            parts.append(alt(*raw, self.rule(f"esc_{ord(ch):x}", escaped)))
+            name = f"esc_{ord(ch):x}"
+            if name not in self.rules:
+                self.rule(name, alt(*(Lit(x) for x in options if x.startswith(b"\\"))))
+            parts.append(alt(*raw, Ref(name)))
         return seq(*parts, Lit(b'"'))
 
     def rule(self, name: str, body: Expr) -> Ref:
@@ -338,7 +343,7 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
     UnsupportedFeatureError
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
-    _check_keys(schema)
+    check_json_data(schema)
     conv = _Converter(schema, whitespace, strict, canonical, lenient)
     conv.convert(schema, "")
     describe_with(_rule_places(conv))
@@ -346,26 +351,50 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
     return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
 
 
-def _check_keys(schema: Any) -> None:
-    """A schema given as Python data must be JSON data: an object key that is not a string, a
-    value JSON has no spelling for (a set, an object) or a container that contains itself is a
-    SchemaError naming where it is. A container shared by several places (not a cycle) is walked
-    once, so a small object graph cannot make this walk exponential."""
-    done: set[int] = set()  # containers walked completely
+#: At most this many JSON values in a schema, counting a container shared by several places
+#: (Python data can share one; JSON text spells it out at each) once per place.
+MAX_SCHEMA_VALUES = 2_000_000
+
+
+def check_json_data(schema: Any) -> None:
+    """Check that a schema given as Python data is JSON data, in time linear in its objects.
+
+    An object key that is not a string, a value JSON has no spelling for (a set, an object), a
+    container that contains itself, or more than :data:`MAX_SCHEMA_VALUES` values once shared
+    containers are spelled out (40 levels of ``{"anyOf": [x, x]}`` are 2**40) is a SchemaError
+    naming where it is.
+
+    Example
+    -------
+    >>> loop = {"type": "object"}
+    >>> loop["properties"] = {"a": loop}
+    >>> try:
+    ...     check_json_data(loop)
+    ... except SchemaError as err:
+    ...     print(err.pointer)
+    /properties/a
+    """
+    size: dict[int, int] = {}  # containers walked completely -> values inside, shared ones spelled out
     open_: set[int] = set()  # containers on the current path: meeting one again is a cycle
     todo: list[tuple[Any, str, bool]] = [(schema, "", False)]
     while todo:
         node, ptr, leaving = todo.pop()
         if leaving:
+            children = node.values() if isinstance(node, dict) else node
+            n = 1 + sum(size.get(id(v), 1) for v in children)
+            if n > MAX_SCHEMA_VALUES:
+                raise SchemaError(f"the schema spells out more than {MAX_SCHEMA_VALUES} JSON values here "
+                                  "(a container shared by several places counts at each); "
+                                  "use \"$ref\" to share a subschema", pointer=ptr)
             open_.discard(id(node))
-            done.add(id(node))
+            size[id(node)] = n
             continue
         if isinstance(node, (dict, list, tuple)):
             if id(node) in open_:
                 raise SchemaError("the schema contains itself here (a cycle in the Python "
                                   "objects): JSON cannot spell it; use \"$ref\" for recursion",
                                   pointer=ptr)
-            if id(node) in done:
+            if id(node) in size:
                 continue
             open_.add(id(node))
             todo.append((node, ptr, True))

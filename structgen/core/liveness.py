@@ -1,0 +1,94 @@
+"""Which rules can match anything, and pruning what cannot lead to a complete match.
+
+A rule is *productive* when some byte string takes it from its start state to an accepting
+state, calling only productive rules on the way. A grammar whose start rule is not productive
+matches nothing (``{"type": "array", "items": {"$ref": "#"}, "minItems": 1}``: every value would
+have to contain itself); it is refused at compile time, naming the rule to blame. Otherwise
+the parts that match nothing (an ``anyOf`` branch whose pattern is ``[]``) are pruned: calls to
+unproductive rules and the states that can no longer reach acceptance are dropped, so a matcher
+never lets a sequence into a branch it cannot leave.
+
+Rules are read through the attributes every rule automaton has (``trans``, ``calls``,
+``accept``, ``counted``, ``min``), so this module needs nothing above it.
+
+Example
+-------
+>>> from types import SimpleNamespace as R
+>>> ok = R(name="ok", trans=[{97: 1}, {}], calls=[(), ()], accept=[False, True], counted=False, min=0)
+>>> loop = R(name="loop", trans=[{}, {}], calls=[((1, 1),), ()], accept=[False, True], counted=False, min=0)
+>>> productive([ok, loop])
+[True, False]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+__all__ = ["productive", "live_states", "blame"]
+
+
+def live_states(rule: Any, alive: Sequence[bool]) -> list[bool]:
+    """The states of ``rule`` from which its accepting states can be reached, by bytes or by
+    calls to rules ``alive`` says are productive (a call continues at its return state)."""
+    n = len(rule.trans)
+    back: list[list[int]] = [[] for _ in range(n)]
+    for q in range(n):
+        for t in rule.trans[q].values():
+            back[t].append(q)
+        for callee, t in rule.calls[q]:
+            if alive[callee]:
+                back[t].append(q)
+    live = [bool(a) for a in rule.accept]
+    todo = [q for q in range(n) if live[q]]
+    while todo:
+        for p in back[todo.pop()]:
+            if not live[p]:
+                live[p] = True
+                todo.append(p)
+    return live
+
+
+def _matches(rule: Any, alive: Sequence[bool]) -> bool:
+    if rule.counted and rule.min == 0:
+        return True  # no item at all is a match
+    return live_states(rule, alive)[0]
+
+
+def productive(rules: Sequence[Any]) -> list[bool]:
+    """Per rule, whether it matches some string (least fixpoint: a rule that can only match by
+    calling itself, directly or through others, matches nothing)."""
+    alive = [False] * len(rules)
+    callers: list[set[int]] = [set() for _ in rules]
+    for i, r in enumerate(rules):
+        for state_calls in r.calls:
+            for callee, _ in state_calls:
+                callers[callee].add(i)
+    todo = list(range(len(rules)))
+    queued = [True] * len(rules)
+    while todo:
+        i = todo.pop()
+        queued[i] = False
+        if not alive[i] and _matches(rules[i], alive):
+            alive[i] = True
+            for caller in callers[i]:
+                if not alive[caller] and not queued[caller]:
+                    queued[caller] = True
+                    todo.append(caller)
+    return alive
+
+
+def blame(rules: Sequence[Any], alive: Sequence[bool], start: int) -> int:
+    """The rule to name when ``start`` matches nothing: the first unproductive rule reachable
+    from it (breadth first) that matches nothing even if every rule it calls did; else (the
+    rules only fail through one another: recursion with no way out) ``start`` itself."""
+    everything = [True] * len(rules)
+    seen, order = {start}, [start]
+    for i in order:
+        if not alive[i] and not _matches(rules[i], everything):
+            return i
+        for state_calls in rules[i].calls:
+            for callee, _ in state_calls:
+                if not alive[callee] and callee not in seen:
+                    seen.add(callee)
+                    order.append(callee)
+    return start
