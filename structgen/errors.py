@@ -26,6 +26,7 @@ __all__ = [
     "IncompleteGenerationError",
     "SqlGenerationError",
     "ModelNotInstalledError",
+    "UnsafeCacheWarning",
 ]
 
 
@@ -175,3 +176,9 @@ class SqlGenerationError(DecodingError):
 
 class ModelNotInstalledError(StructgenError, RuntimeError):
     """The package that ships a model's GGUF file is not installed; the message says how."""
+
+
+class UnsafeCacheWarning(UserWarning):
+    """structgen's disk cache (or a folder or file in it) belongs to another user or is writable
+    by others, so it is not read: an entry planted there could run code when loaded. The message
+    names the path and how to fix it; compiling goes on without the cache."""

@@ -325,6 +325,7 @@ def test_damaged_mask_facts_on_disk_are_recomputed(tmp_path, monkeypatch, damage
     from structgen.engine import masks
 
     monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("STRUCTGEN_DISK_CACHE", "1")  # "0" turns the facts on disk off too
     monkeypatch.setattr(masks, "_DISK_CACHE_AFTER_S", 0.0)  # every fact goes to disk
     schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}}}
     text = b'{"a":"xy"}'
@@ -339,7 +340,7 @@ def test_damaged_mask_facts_on_disk_are_recomputed(tmp_path, monkeypatch, damage
         return out
 
     expected = masks_along()
-    files = list((tmp_path / "facts").rglob("*.pkl"))
+    files = list((tmp_path / "facts").rglob("*.facts"))
     assert files
     for f in files:
         f.write_bytes(damage)

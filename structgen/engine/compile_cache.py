@@ -1,9 +1,15 @@
 """The compile cache on disk: a JSON schema's grammar IR, ``relaxed`` record and automaton.
 
 An entry lives at ``cache_dir()/"compiled"/<key[:2]>/<key>.pickle``: a header line (format and
-key), the sha256 of the payload, then the zlib'd pickle. The key covers the cache format,
-structgen's version and source digest, the compile options, the vocabulary fingerprint and the
-schema's JSON text (see :class:`~structgen.engine.compiler.Compiler`).
+key), an HMAC-SHA256 seal of header and payload, then the zlib'd pickle. The key covers the cache
+format, structgen's version and source digest, the compile options, the vocabulary fingerprint
+and the schema's JSON text (see :class:`~structgen.engine.compiler.Compiler`).
+
+Security: unpickling runs code, so an entry is only unpickled when the cache folders and file
+are the user's own and writable by no one else, and its seal (keyed by a secret file only the
+user can read) holds; it is then unpickled by a restricted unpickler that builds only the grammar
+IR, automaton and ``Relaxed`` classes (:data:`ENTRY_CLASSES`). Anything else is a miss: compiled
+again and overwritten (:mod:`structgen.engine.sealed`).
 
 Example
 -------
@@ -26,14 +32,30 @@ from typing import Any
 
 from structgen.core.automaton import GrammarAutomaton
 from structgen.core.ir import Grammar
-from structgen.engine.disk_cache import atomic_write_bytes, cache_dir, code_digest
+from structgen.engine.disk_cache import cache_dir, code_digest
+from structgen.engine.sealed import read_sealed, restricted_loads, write_sealed
 from structgen.version import __version__
 
-__all__ = ["CACHE_FORMAT", "entry_key", "entry_path", "gc_paused", "load_entry", "store_entry"]
+__all__ = ["CACHE_FORMAT", "ENTRY_CLASSES", "entry_key", "entry_path", "gc_paused", "load_entry",
+           "store_entry"]
 
 #: Layout of a compile-cache entry; bump it when the entry's header or payload changes.
-CACHE_FORMAT = 1
+#: 2: sealed with an HMAC instead of a sha256 anyone could recompute.
+CACHE_FORMAT = 2
 _MAGIC = b"structgen-compiled"
+
+#: The only classes an entry may build when unpickled (module to names): what pickling real
+#: entries needs (JSON schemas of every kind, Lark and SQL grammars, tool calls; listed with
+#: ``pickletools`` / a recording ``find_class``). Containers, bytes and numbers are opcodes of
+#: the pickle protocol and need none. A class missing here makes its entries misses (compiled
+#: again each time), which tests/test_cache_security.py would show.
+ENTRY_CLASSES: dict[str, frozenset[str]] = {
+    "structgen.core.ir": frozenset({"Grammar", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref",
+                                    "Counted", "Fsm"}),
+    "structgen.core.automaton": frozenset({"GrammarAutomaton", "RuleAutomaton", "Guard"}),
+    "structgen.frontends.json_schema.lowering": frozenset({"Relaxed"}),
+    "builtins": frozenset({"set", "frozenset", "list", "dict", "tuple", "bytearray"}),
+}
 
 
 @contextlib.contextmanager
@@ -105,21 +127,14 @@ def entry_header(key: str) -> bytes:
 
 def load_entry(path: Path, key: str) -> tuple[Grammar, tuple, GrammarAutomaton] | None:
     """The entry at ``path``, or None for a miss: absent, unreadable, truncated, corrupt, written
-    for another key or format. Never raises for a bad entry; the caller overwrites it."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    header = entry_header(key)
-    if not data.startswith(header) or len(data) < len(header) + 32:
-        return None
-    digest, payload = data[len(header):len(header) + 32], data[len(header) + 32:]
-    if hashlib.sha256(payload).digest() != digest:
+    for another key or format, not sealed with this cache's key, in a folder or file others can
+    write. Never raises for a bad entry; the caller overwrites it."""
+    payload = read_sealed(path, entry_header(key))
+    if payload is None:
         return None
     try:
         with gc_paused():
-            entry = pickle.loads(zlib.decompress(payload))
+            entry = restricted_loads(zlib.decompress(payload), ENTRY_CLASSES)
     except Exception:  # noqa: BLE001 - whatever a stale or damaged entry raises, it is a miss
         return None
     if (type(entry) is not tuple or len(entry) != 3 or not isinstance(entry[0], Grammar)
@@ -129,14 +144,14 @@ def load_entry(path: Path, key: str) -> tuple[Grammar, tuple, GrammarAutomaton] 
 
 
 def store_entry(path: Path, key: str, entry: tuple[Grammar, tuple, GrammarAutomaton]) -> None:
-    """Write an entry atomically: header (format, key), sha256 of the payload, zlib'd pickle.
+    """Write an entry atomically: header (format, key), its seal, zlib'd pickle.
 
-    No fsync: a write cut short by a crash fails the checksum and reads as a miss. A cache that
-    cannot be written (read-only, full disk) or an entry that cannot be pickled costs speed only.
+    No fsync: a write cut short by a crash fails the seal and reads as a miss. A cache that
+    cannot be written (read-only, full disk, not safe to use) or an entry that cannot be pickled
+    costs speed only.
     """
     try:
         payload = zlib.compress(pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL), 1)
-        atomic_write_bytes(path, entry_header(key) + hashlib.sha256(payload).digest() + payload,
-                           fsync=False)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
-        pass
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+        return
+    write_sealed(path, entry_header(key), payload)

@@ -17,6 +17,7 @@ Example
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 from structgen.core.automaton import GrammarAutomaton, build_automaton
@@ -26,6 +27,11 @@ from structgen.engine.runtime import GrammarRuntime
 from structgen.engine.vocab import Vocabulary
 
 __all__ = ["CompiledGrammar"]
+
+#: Builds runtimes one at a time, so that threads starting matchers of a new compiled grammar
+#: at once share one runtime (one set of memo tables), not one each.
+_RUNTIME_LOCK = threading.Lock()
+
 
 class CompiledGrammar:
     """A grammar compiled against one vocabulary; immutable and picklable.
@@ -77,9 +83,13 @@ class CompiledGrammar:
         return Matcher(self.runtime())
 
     def runtime(self) -> GrammarRuntime:
-        if self._rt is None:
-            self._rt = GrammarRuntime(self.automaton, self.vocabulary)
-        return self._rt
+        rt = self._rt
+        if rt is None:
+            with _RUNTIME_LOCK:
+                if self._rt is None:
+                    self._rt = GrammarRuntime(self.automaton, self.vocabulary)
+                rt = self._rt
+        return rt
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -27,6 +27,8 @@ from structgen.core.budget import DEFAULT_COMPILE_BUDGET, compile_budget, name_o
 from structgen.core.ir import Grammar
 from structgen.engine.compile_cache import entry_key, entry_path, gc_paused, load_entry, store_entry
 from structgen.engine.compiled import CompiledGrammar
+from structgen.engine.disk_cache import DISK_CACHE_ENV as DISK_CACHE_ENV  # named here as before
+from structgen.engine.disk_cache import disk_cache_enabled
 from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import vocabulary_for
 from structgen.errors import EmptyLanguageError, GrammarError, SchemaError
@@ -35,8 +37,6 @@ __all__ = ["Compiler", "compiler_for", "parse_schema", "pydantic_model", "read_g
 
 Whitespace = Literal["flexible", "compact"]
 
-#: ``STRUCTGEN_DISK_CACHE=0`` (or ``false``, ``no``, ``off``) turns the compile cache on disk off.
-DISK_CACHE_ENV = "STRUCTGEN_DISK_CACHE"
 #: Compiled grammars a :class:`Compiler` keeps in memory (the most recently used ones).
 MEMORY_CACHE_ENTRIES = 256
 
@@ -65,10 +65,14 @@ class Compiler:
     directory that cannot be written costs speed, never correctness. Entries are never evicted:
     delete the ``compiled`` folder to reclaim the space.
 
-    Security: entries are pickles, and unpickling runs code, so the cache directory must be
-    writable only by you. It is your own cache folder (``STRUCTGEN_CACHE_DIR``, default
-    ``~/.cache/structgen``), entries are created readable by you only; do not point
-    ``STRUCTGEN_CACHE_DIR`` at a folder other users can write to.
+    Security: entries are pickles, and unpickling runs code, so nothing is unpickled that this
+    user did not write. The cache folder (``STRUCTGEN_CACHE_DIR``, default ``~/.cache/structgen``)
+    and everything read from it must be yours and writable by no one else (folders are created
+    0700, files 0600); otherwise the cache is not read and an
+    :class:`~structgen.errors.UnsafeCacheWarning` names the path and the fix. Each entry is sealed
+    with an HMAC keyed by a secret file in the cache (``cache.key``, readable by you only), so a
+    planted or edited entry is a miss, and it is unpickled by a restricted unpickler that builds
+    only the grammar's own classes (:mod:`structgen.engine.sealed`).
 
     Parameters
     ----------
@@ -76,7 +80,8 @@ class Compiler:
         A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
     disk_cache
         Use the compile cache on disk (default). It is also off while the environment variable
-        ``STRUCTGEN_DISK_CACHE`` is ``0`` (read on each compile). The memory cache is always on
+        ``STRUCTGEN_DISK_CACHE`` is ``0`` (read on each compile; that also stops the token-mask
+        facts on disk). The memory cache is always on
         and keeps the :data:`MEMORY_CACHE_ENTRIES` most recently used grammars.
     budget
         Work units (automaton states) one compile may take before it stops with a
@@ -191,8 +196,7 @@ class Compiler:
             yield
 
     def _disk_cache_on(self) -> bool:
-        return self.disk_cache and os.environ.get(DISK_CACHE_ENV, "1").strip().lower() not in (
-            "0", "false", "no", "off")
+        return self.disk_cache and disk_cache_enabled()
 
 
 def _matches_nothing(err: EmptyLanguageError, kind: str | None) -> Exception:

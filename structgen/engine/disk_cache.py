@@ -5,6 +5,11 @@ compiled grammars) lives under :func:`cache_dir`. Writes are atomic so that conc
 (pytest-xdist workers, two notebooks) never see a half-written entry: a file is written to a
 temporary name in the same directory and ``os.replace``-d into place; a directory is filled
 under a temporary name and renamed, and when another process got there first its copy is kept.
+Folders are created with mode 0700 and files with 0600: the cache is its user's alone (entries
+read back are also sealed and checked, see :mod:`structgen.engine.sealed`).
+
+``STRUCTGEN_DISK_CACHE=0`` (:func:`disk_cache_enabled`) turns off the caches the grammar engine
+keeps on disk (compiled grammars, token-mask facts): nothing is read or written there.
 """
 
 from __future__ import annotations
@@ -18,9 +23,18 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["cache_dir", "atomic_write_bytes", "atomic_dir", "file_fingerprint", "code_digest"]
+__all__ = ["cache_dir", "atomic_write_bytes", "atomic_dir", "file_fingerprint", "code_digest",
+           "disk_cache_enabled", "private_dirs", "DISK_CACHE_ENV"]
 
 ENV_VAR = "STRUCTGEN_CACHE_DIR"
+#: ``STRUCTGEN_DISK_CACHE=0`` (or ``false``, ``no``, ``off``) turns the engine's disk caches off.
+DISK_CACHE_ENV = "STRUCTGEN_DISK_CACHE"
+
+
+def disk_cache_enabled() -> bool:
+    """Whether the engine's disk caches are on: ``$STRUCTGEN_DISK_CACHE`` is not ``0``, ``false``,
+    ``no`` or ``off``. Read on every call, so a process (or a test) can turn them off any time."""
+    return os.environ.get(DISK_CACHE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def cache_dir() -> Path:
@@ -35,6 +49,25 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "structgen"
 
 
+def private_dirs(path: str | os.PathLike[str]) -> Path:
+    """Create folder ``path`` and its missing parents with mode 0700 (only the user can list or
+    change them; ``Path.mkdir(parents=True)`` would give the parents the umask's 0755 or 0775).
+    Folders that exist are left as they are."""
+    path = Path(path)
+    missing = []
+    here = path
+    while not here.is_dir() and here.parent != here:
+        missing.append(here)
+        here = here.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+    return path
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same directory, then replace).
 
@@ -44,7 +77,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool
     checksum) and treat it as a miss.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -73,7 +106,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
             tokenizer.save_pretrained(tmp)
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         yield tmp

@@ -26,7 +26,15 @@ the bounds are, capped at what one token can cross), so a 10,000-element bound c
 of walks, not one per count.
 
 Facts are shared through a bounded per-vocabulary cache (each grammar keeps the ones it uses),
-and facts that were slow to compute are also kept on disk, keyed by vocabulary and rule.
+and facts that were slow to compute are also kept on disk, keyed by vocabulary and rule. On disk
+they are numbers only (a numpy ``.npz`` read with ``allow_pickle=False``, so loading one can run
+no code) in a sealed entry (:mod:`structgen.engine.sealed`: the user's own folders, an HMAC
+seal); ``STRUCTGEN_DISK_CACHE=0`` stops reading and writing them.
+
+Threads: matchers of one grammar may ask for masks from several threads at once. Every memo
+entry is a pure function of its key, so concurrent fillers store equal values; facts are
+canonical per builder (the first stored is the one every thread goes on with), because crossing
+hits are memoized by the identity of the facts' remainders.
 
 A set's mask is the union of its stacks' masks, memoized per set; end-of-sequence ids are set
 exactly when the set holds ``ACCEPT``.
@@ -35,8 +43,8 @@ exactly when the set holds ``ACCEPT``.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
-import pickle
 import time
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -45,7 +53,8 @@ from typing import Callable
 
 import numpy as np
 
-from structgen.engine.disk_cache import atomic_write_bytes, cache_dir, code_digest
+from structgen.engine.disk_cache import cache_dir, code_digest, disk_cache_enabled
+from structgen.engine.sealed import read_sealed, write_sealed
 from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet
 from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
 
@@ -56,6 +65,8 @@ _SPLIT_FOLLOW = 24
 #: State facts that took longer than this to compute are kept on disk (shared primitives:
 #: JSON string bodies, numbers, whitespace), keyed by vocabulary and rule fingerprints.
 _DISK_CACHE_AFTER_S = 0.05
+#: Layout of a facts file on disk; bump it when it changes (2: sealed ``.npz``, was a raw pickle).
+FACTS_FORMAT = 2
 
 
 def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, int], StackSet],
@@ -299,22 +310,31 @@ class MaskBuilder:
         cache = self.vocab.mask_cache
         got = cache.get(key)
         if got is None:
-            folder = cache_dir() / "facts" / self.vocab.fingerprint
-            on_disk = self.vocab.facts_on_disk
+            got = cache.setdefault(key, self._disk_or_computed_facts(key, compute))
+        return self._facts.setdefault(key, got)  # the one every thread uses (see the module doc)
+
+    def _disk_or_computed_facts(self, key: tuple,
+                                compute: Callable[[], tuple[np.ndarray, _Remainders]]) -> _StateFacts:
+        on = disk_cache_enabled()
+        folder = cache_dir() / "facts" / self.vocab.fingerprint
+        name, ident = _disk_name(key)
+        on_disk = self.vocab.facts_on_disk
+        if on:
             if on_disk is None:  # list the directory once per vocabulary, not once per state
-                on_disk = set(os.listdir(folder)) if folder.is_dir() else set()
+                try:
+                    on_disk = set(os.listdir(folder))
+                except OSError:
+                    on_disk = set()
                 self.vocab.facts_on_disk = on_disk
-            name = _disk_name(key)
             if name in on_disk:
-                got = _load(folder / name, key)
-            if got is None:
-                started = time.perf_counter()
-                got = _StateFacts(key, *compute())
-                if time.perf_counter() - started > _DISK_CACHE_AFTER_S:
-                    _save(folder / name, got)
-                    on_disk.add(name)
-            cache[key] = got
-        self._facts[key] = got
+                got = _load(folder / name, key, ident, self.vocab)
+                if got is not None:
+                    return got
+        started = time.perf_counter()
+        got = _StateFacts(key, *compute())
+        if on and time.perf_counter() - started > _DISK_CACHE_AFTER_S:
+            if _save(folder / name, ident, got) and on_disk is not None:
+                on_disk.add(name)
         return got
 
     def _plain_facts(self, sid: int) -> _StateFacts:
@@ -405,27 +425,67 @@ class MaskBuilder:
         return started, _Remainders.build(entries)
 
 
-def _disk_name(key: tuple) -> str:
+def _disk_name(key: tuple) -> tuple[str, str]:
+    """(file name, full identity) of a facts key on disk; the identity is sealed in the header,
+    so a file copied under another name is a miss."""
     # Keyed on the code too: state numbers and what facts mean may change with it.
-    text = repr((code_digest(), key[:3], sorted(key[3])))
-    return hashlib.sha1(text.encode()).hexdigest()[:24] + ".pkl"
+    text = repr((FACTS_FORMAT, code_digest(), key[:3], sorted(key[3])))
+    ident = hashlib.sha256(text.encode()).hexdigest()
+    return ident[:32] + ".facts", ident
 
 
-def _load(path: Path, key: tuple) -> _StateFacts | None:
-    """The facts at ``path``, or None for a miss (the caller recomputes and overwrites them)."""
-    try:
-        with open(path, "rb") as f:
-            got = pickle.load(f)
-    except Exception:  # noqa: BLE001 - a damaged or foreign file (bad protocol, bad bytes) is a miss
+def _header(ident: str) -> bytes:
+    return b"structgen-facts %d %s\n" % (FACTS_FORMAT, ident.encode())
+
+
+_FIELDS = ("inside", "key_lens", "key_bytes", "owner_counts", "owners")
+
+
+def _load(path: Path, key: tuple, ident: str, vocab: Vocabulary) -> _StateFacts | None:
+    """The facts at ``path``, or None for a miss (the caller recomputes and overwrites them):
+    absent, damaged, not sealed by this cache, or not the shape these facts have."""
+    payload = read_sealed(path, _header(ident))
+    if payload is None:
         return None
-    return got if isinstance(got, _StateFacts) and getattr(got, "key", None) == key else None
-
-
-def _save(path: Path, facts: _StateFacts) -> None:
     try:
-        atomic_write_bytes(path, pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL))
-    except OSError:
-        pass  # a read-only cache directory costs speed, never correctness
+        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+            if sorted(npz.files) != sorted(_FIELDS):
+                return None
+            inside, lens, blob, counts, owners = (npz[f] for f in _FIELDS)
+    except Exception:  # noqa: BLE001 - whatever bad bytes make numpy raise, it is a miss
+        return None
+    want = (np.dtype(np.uint32), vocab.words) if key[0] == "facts" else (np.dtype(np.int32), vocab.size)
+    ints = np.dtype(np.int64)
+    if (inside.dtype != want[0] or inside.shape != (want[1],) or lens.dtype != ints
+            or counts.dtype != ints or blob.dtype != np.uint8 or owners.dtype != ints
+            or lens.ndim != 1 or blob.ndim != 1 or counts.shape != lens.shape
+            or owners.ndim != 2 or owners.shape[1] != 3 or (lens < 0).any() or (counts < 0).any()
+            or int(lens.sum()) != blob.size or int(counts.sum()) != owners.shape[0]
+            or (owners.size and not ((owners[:, 0] >= 0) & (owners[:, 0] < vocab.size)).all())):
+        return None
+    data, ends = blob.tobytes(), np.cumsum(lens).tolist()
+    keys = [data[a:b] for a, b in zip([0] + ends[:-1], ends)]
+    if any(a >= b for a, b in zip(keys, keys[1:])):  # walks bisect them: sorted and distinct
+        return None
+    rows = [tuple(r) for r in owners.tolist()]
+    cuts = np.cumsum(counts).tolist()
+    grouped = [rows[a:b] for a, b in zip([0] + cuts[:-1], cuts)]
+    inside.flags.writeable = False
+    return _StateFacts(key, inside, _Remainders(keys, grouped))
+
+
+def _save(path: Path, ident: str, facts: _StateFacts) -> bool:
+    """Write the facts as plain arrays in a sealed entry; False when the cache cannot take them
+    (a read-only or unsafe cache folder costs speed, never correctness)."""
+    rems = facts.crossing
+    flat = [o for group in rems.owners for o in group]
+    buf = io.BytesIO()
+    np.savez(buf, inside=facts.inside,
+             key_lens=np.array([len(k) for k in rems.keys], dtype=np.int64),
+             key_bytes=np.frombuffer(b"".join(rems.keys), dtype=np.uint8),
+             owner_counts=np.array([len(g) for g in rems.owners], dtype=np.int64),
+             owners=np.array(flat, dtype=np.int64).reshape(-1, 3))
+    return write_sealed(path, _header(ident), buf.getvalue())
 
 
 def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n: int,

@@ -36,8 +36,9 @@ _ENDED: StackSet = frozenset((-1,))
 class Matcher:
     """Walks token ids through a :class:`~structgen.engine.compiled.CompiledGrammar`.
 
-    Create one with :meth:`CompiledGrammar.matcher`. Not thread-safe: use one per sequence
-    (matchers of one compiled grammar share its memo tables).
+    Create one with :meth:`CompiledGrammar.matcher`. A matcher is not thread-safe: use one per
+    sequence. Matchers of one compiled grammar may run in different threads at once: they share
+    its memo tables, which concurrent fillers leave consistent (:mod:`structgen.engine.pda`).
     """
 
     def __init__(self, runtime: GrammarRuntime) -> None:

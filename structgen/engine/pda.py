@@ -21,9 +21,19 @@ Counted rules keep ``(count, item_state)`` as their state, plus the guard state 
 exclude words; without an upper bound the count is capped at ``min`` (beyond it, counts are
 indistinguishable), so stacks stay finite. An item may call rules (an array's elements): the
 call returns to ``(count, state)`` and an item completed by a return counts at closure.
+
+Threads: one compiled grammar serves many matchers, possibly in several threads at once, so the
+memo tables here are filled by whoever needs an entry first. A memo entry is a pure function of
+its key, so two threads filling it store equal values and either is right (a dict store is atomic
+under the GIL). What is not a plain store is guarded: interning appends to ``frames`` and
+records the id in one step under a lock (two threads must never get one id for two stacks, or
+two ids for one), and the set of closures in progress, which detects a rule that recurses
+without reading input, is kept per thread (another thread's closure in progress is no cycle).
 """
 
 from __future__ import annotations
+
+import threading
 
 from structgen.core.automaton import GrammarAutomaton
 from structgen.errors import CompileError
@@ -57,7 +67,8 @@ class StackMachine:
         self.frames: list[tuple[int, object, int]] = [(-1, None, -1), (-1, None, -1)]
         self._ids: dict[tuple[int, object, int], int] = {}
         self._closure: dict[int, StackSet] = {ACCEPT: frozenset((ACCEPT,)), ESCAPE: frozenset((ESCAPE,))}
-        self._busy: set[int] = set()
+        self._intern_lock = threading.Lock()
+        self._local = threading.local()  # .busy: this thread's closures in progress
         self._step: dict[int, StackSet] = {}  # key: stack id * 256 + byte
         self._step_set: list[dict[StackSet, StackSet]] = [{} for _ in range(256)]  # per byte
         self._next_bytes: dict[StackSet, frozenset[int]] = {}
@@ -71,9 +82,14 @@ class StackMachine:
         key = (rule, state, parent)
         sid = self._ids.get(key)
         if sid is None:
-            sid = len(self.frames)
-            self.frames.append(key)
-            self._ids[key] = sid
+            with self._intern_lock:  # check again: another thread may have interned it meanwhile
+                sid = self._ids.get(key)
+                if sid is None:
+                    sid = len(self.frames)
+                    self.frames.append(key)  # before the id is published: frames[sid] exists
+                    if rule == GUARD and parent == ESCAPE:  # and a walk meeting it sees an escape
+                        self.escapes[sid] = state  # type: ignore[assignment]
+                    self._ids[key] = sid
         return sid
 
     def entry_state(self, rule: int) -> object:
@@ -84,10 +100,7 @@ class StackMachine:
 
     def guard(self, forbidden: frozenset[int], parent: int) -> int:
         """The guard frame that lets ``parent`` read on unless the next byte is ``forbidden``."""
-        sid = self.intern(GUARD, forbidden, parent)
-        if parent == ESCAPE:
-            self.escapes[sid] = forbidden
-        return sid
+        return self.intern(GUARD, forbidden, parent)  # on ESCAPE, intern records the escape
 
     def isolated(self, sid: int) -> int:
         """The stack with the same top frame as ``sid`` but ``ESCAPE`` as its parent."""
@@ -113,10 +126,13 @@ class StackMachine:
         got = self._closure.get(sid)
         if got is not None:
             return got
-        if sid in self._busy:  # build_automaton rejects left recursion; this guards the rest
+        busy = getattr(self._local, "busy", None)
+        if busy is None:
+            busy = self._local.busy = set()
+        if sid in busy:  # build_automaton rejects left recursion; this guards the rest
             raise CompileError(f"rule '{self.rules[self.frames[sid][0]].name}' recurses "
                                "without reading input")
-        self._busy.add(sid)
+        busy.add(sid)
         try:
             rule_i, state, parent = self.frames[sid]
             out: set[int] = set()
@@ -150,7 +166,7 @@ class StackMachine:
                     out |= self.closure(parent if rule.lookahead is None else self.guard(rule.lookahead, parent))
             result = frozenset(out)
         finally:
-            self._busy.discard(sid)
+            busy.discard(sid)
         self._closure[sid] = result
         return result
 
