@@ -21,6 +21,12 @@ Counted rules keep ``(count, item_state)`` as their state, plus the guard state 
 exclude words; without an upper bound the count is capped at ``min`` (beyond it, counts are
 indistinguishable), so stacks stay finite. An item may call rules (an array's elements): the
 call returns to ``(count, state)`` and an item completed by a return counts at closure.
+
+Unordered rules (an object's members in any order) keep ``(written, got, count, state)``: the
+call of an item rule pushes a return frame that already counts the item (its slot written), and
+only items that may come now are called; a state right after a separator is entered only while
+some item may come, and the rule returns only when it may end (``Slots``), so every stack kept
+can still finish and the sets of slots are explored only as far as the text goes.
 """
 
 from __future__ import annotations
@@ -78,6 +84,8 @@ class StackMachine:
 
     def entry_state(self, rule: int) -> object:
         r = self.rules[rule]
+        if r.unordered is not None:
+            return (0, 0, 0, 0)
         if not r.counted:
             return 0
         return (0, 0, (0, b"")) if r.guard is not None else (0, 0)
@@ -124,6 +132,10 @@ class StackMachine:
                 self._closure[sid] = result = self._guard_closure(sid, state, parent)  # type: ignore[arg-type]
                 return result
             rule = self.rules[rule_i]
+            if rule.unordered is not None:
+                result = self._unordered_closure(sid, rule, state, parent)  # type: ignore[arg-type]
+                self._closure[sid] = result
+                return result
             if rule.counted:
                 count, q = state[0], state[1]  # type: ignore[index]
                 if rule.accept[q]:  # a called rule returned and completed the item
@@ -154,6 +166,37 @@ class StackMachine:
         self._closure[sid] = result
         return result
 
+    def _unordered_closure(self, sid: int, rule, state: tuple, parent: int) -> StackSet:
+        written, got, count, q = state
+        u = rule.unordered
+        slots = u.slots
+        if u.must_add[q] and not slots.can_add(written, got, count):
+            return frozenset()
+        out: set[int] = set()
+        if any(self._unordered_alive(u, t, state) for t in rule.trans[q].values()):
+            out.add(sid)
+        rule_i = self.frames[sid][0]
+        for callee, ret in rule.calls[q]:
+            items = u.item_of.get(callee)
+            if items is None:  # whitespace and the like: the slots stay as they are
+                ret_sid = self.intern(rule_i, (written, got, count, ret), parent)
+                out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+                continue
+            for k in items:
+                nxt = slots.after(k, written, got, count)
+                if nxt is not None:
+                    ret_sid = self.intern(rule_i, (*nxt, ret), parent)
+                    out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+        if rule.accept[q] and slots.can_end(written, got, count):
+            out |= self.closure(parent)
+        return frozenset(out)
+
+    @staticmethod
+    def _unordered_alive(u, t: int, state: tuple) -> bool:
+        """Whether an unordered rule may enter its state ``t`` (one right after a separator only
+        while some item may come)."""
+        return not u.must_add[t] or u.slots.can_add(state[0], state[1], state[2])
+
     def _guard_closure(self, sid: int, forbidden: frozenset[int], parent: int) -> StackSet:
         if parent == ESCAPE:
             return frozenset((sid,))
@@ -181,7 +224,11 @@ class StackMachine:
                 result = self.step_set(self.closure(parent), byte)
         elif rule_i >= 0:
             rule = self.rules[rule_i]
-            if rule.counted:
+            if rule.unordered is not None:
+                t = rule.trans[state[3]].get(byte)  # type: ignore[index]
+                if t is not None and self._unordered_alive(rule.unordered, t, state):  # type: ignore[arg-type]
+                    result = self.closure(self.intern(rule_i, (*state[:3], t), parent))  # type: ignore[index]
+            elif rule.counted:
                 count, q = state[0], state[1]  # type: ignore[index]
                 t = rule.trans[q].get(byte)
                 if t is not None:
@@ -234,6 +281,10 @@ class StackMachine:
                         out.update(self.next_bytes(self.closure(parent)) - state)  # type: ignore[operator]
                 elif rule_i >= 0:
                     rule = self.rules[rule_i]
-                    out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
+                    if rule.unordered is not None:
+                        out.update(b for b, t in rule.trans[state[3]].items()  # type: ignore[index]
+                                   if self._unordered_alive(rule.unordered, t, state))  # type: ignore[arg-type]
+                    else:
+                        out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
             got = self._next_bytes[stacks] = frozenset(out)
         return got
