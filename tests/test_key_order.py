@@ -315,6 +315,6 @@ def test_maskbench_instances_walk_in_any_key_order(sample_rows):
                 accepted_invalid.append(f"{row['name']} #{i}: {mb.compact(mixed)[:100]}")
     print(f"\nkey order: {valid} valid instances accepted in schema order; {shuffled_valid} of them "
           f"shuffled, {valid - raw_rejected} in the data's own order")
-    assert valid > 300
+    assert valid >= 250
     assert not lost, "\n".join(lost)
     assert not accepted_invalid, "\n".join(accepted_invalid)

@@ -11,9 +11,9 @@ Example
 -------
 >>> from structgen.core.ir import Ref, Lit, Unordered
 >>> book = Slots.of(Unordered((Ref("a"), Ref("b")), (0, 1), Lit(b","), required=0b10))
->>> book.after(0, 0, 0, 0), book.can_end(0b01, 0, 1), book.can_end(0b11, 0, 2)
-((1, 0, 1), False, True)
->>> book.after(0, 0b01, 0, 1) is None  # slot 0 is written already
+>>> book.after(0, 0, 0, 0), book.can_end(0b01, 0, 0), book.can_end(0b11, 0, 0)  # no min: counts stay 0
+((1, 0, 0), False, True)
+>>> book.after(0, 0b01, 0, 0) is None  # slot 0 is written already
 True
 """
 

@@ -179,6 +179,8 @@ class StackMachine:
         for callee, ret in rule.calls[q]:
             items = u.item_of.get(callee)
             if items is None:  # whitespace and the like: the slots stay as they are
+                if not self._unordered_alive(u, ret, state):
+                    continue  # whitespace before a separator when no item may come: a dead end
                 ret_sid = self.intern(rule_i, (written, got, count, ret), parent)
                 out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
                 continue
