@@ -6,7 +6,10 @@ then continue at ``return_state``". The stack machine in :mod:`structgen.engine.
 calls on a stack, which is what makes recursion and shared sub-rules free.
 
 A :class:`~structgen.core.ir.Counted` rule compiles to the DFA of its *item* plus ``min``/``max``;
-its count lives beside the state at run time.
+its count lives beside the state at run time. An :class:`~structgen.core.ir.Unordered` rule
+compiles to the DFA of ``item (sep item)*`` whose item edges are calls; which item was read is
+the rule called, and the slots written live beside the state at run time
+(:class:`~structgen.core.unordered.Slots` says what may come next).
 
 This module also derives, once per grammar, the facts the mask builder needs:
 ``nullable`` rules, left-recursion (rejected), the ``follow`` bytes of each rule (which bytes
@@ -22,9 +25,10 @@ from dataclasses import dataclass, field
 from structgen.core.budget import affordable, charge
 from structgen.core.liveness import blame, live_states, productive
 from structgen.errors import CompileError, EmptyLanguageError
-from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq
+from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Unordered, alt, seq
+from structgen.core.unordered import Slots
 
-__all__ = ["RuleAutomaton", "GrammarAutomaton", "build_automaton", "regular_dfa"]
+__all__ = ["RuleAutomaton", "GrammarAutomaton", "UnorderedItems", "build_automaton", "regular_dfa"]
 
 #: Above this many unrolled copies a Repeat is rejected: use Counted for large bounds.
 MAX_UNROLL = 4096
@@ -82,6 +86,17 @@ class Guard:
 
 
 @dataclass
+class UnorderedItems:
+    """What an unordered rule's automaton adds: the items each callee may be (callee -> item
+    indices), the states from which the rule can end only through another item (entered only
+    while one may come), and the bookkeeping of slots written."""
+
+    item_of: dict
+    must_add: tuple[bool, ...]
+    slots: Slots
+
+
+@dataclass
 class RuleAutomaton:
     """DFA of one rule. State 0 is the start state.
 
@@ -103,6 +118,8 @@ class RuleAutomaton:
     lookahead: frozenset[int] | None = None
     #: compile-budget units building it took (:func:`_determinize`), charged even when cached
     units: int = 0
+    #: an unordered rule's items and bookkeeping; its state is ``(written, got, count, q)``
+    unordered: UnorderedItems | None = None
 
 
 @dataclass
@@ -311,9 +328,13 @@ def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton
             _RULES.clear()
         _RULES[body] = cached
     calls = [tuple((names[c], t) for c, t in qc) for qc in cached.calls]  # type: ignore[index]
+    unordered = cached.unordered
+    if unordered is not None:
+        unordered = UnorderedItems({names[c]: ks for c, ks in unordered.item_of.items()},
+                                   unordered.must_add, unordered.slots)
     return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min,
                          cached.max, cached.guard, cached.item_digest, cached.item_calls,
-                         units=cached.units)
+                         units=cached.units, unordered=unordered)
 
 
 def _compile_body(name: str, body: Expr) -> RuleAutomaton:
@@ -333,9 +354,47 @@ def _compile_body(name: str, body: Expr) -> RuleAutomaton:
         item.guard = Guard.build(body.exclude) if body.exclude else None
         item.item_digest = _digest(body.item)
         return item
+    if isinstance(body, Unordered):
+        return _compile_unordered(name, body)
     nfa = _NFA(name)
     a, b = _build(nfa, body, names, name)
     return _determinize(nfa, a, b, name)
+
+
+def _compile_unordered(name: str, body: Unordered) -> RuleAutomaton:
+    """``item (sep item)*`` with an item edge per callee; ``must_add[q]``: the rule cannot end
+    from ``q`` without calling an item (right after a separator)."""
+    callees = list(dict.fromkeys(r.name for r in body.items))
+    item = alt(*(Ref(c) for c in callees))
+    nfa = _NFA(name)
+    a, b = _build(nfa, seq(item, Repeat(seq(body.sep, item), 0, None)), {}, name)
+    out = _determinize(nfa, a, b, name)
+    items = set(callees)
+    if any(c in items for c, _ in _sep_calls(body.sep)):
+        raise CompileError(f"unordered rule '{name}': the separator calls an item")
+    can_end = list(out.accept)
+    changed = True
+    while changed:  # reaches an accepting state by bytes and calls other than items
+        changed = False
+        for q in range(len(out.trans)):
+            if not can_end[q] and (any(can_end[t] for t in out.trans[q].values())
+                                   or any(can_end[t] for c, t in out.calls[q] if c not in items)):
+                can_end[q] = changed = True
+    item_of: dict[str, tuple[int, ...]] = {}
+    for k, r in enumerate(body.items):
+        item_of[r.name] = item_of.get(r.name, ()) + (k,)
+    out.unordered = UnorderedItems(item_of, tuple(not x for x in can_end), Slots.of(body))
+    return out
+
+
+def _sep_calls(e: Expr):
+    if isinstance(e, Ref):
+        yield e.name, None
+    elif isinstance(e, (Seq, Alt)):
+        for x in e.items:
+            yield from _sep_calls(x)
+    elif isinstance(e, Repeat):
+        yield from _sep_calls(e.item)
 
 
 # ---------------------------------------------------------------- grammar-level analysis
@@ -580,8 +639,8 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
         charge(max(len(rules[-1].trans), rules[-1].units), n)
     for n, forbidden in grammar.lookahead:
         r = rules[names[n]]
-        if r.counted:
-            raise CompileError(f"rule '{n}': a counted rule cannot have a lookahead")
+        if r.counted or r.unordered is not None:
+            raise CompileError(f"rule '{n}': a counted or unordered rule cannot have a lookahead")
         rules[names[n]] = RuleAutomaton(r.name, r.trans, r.calls, r.accept, lookahead=forbidden)
     start = names[grammar.start]
     rules = _prune_dead(rules, start)

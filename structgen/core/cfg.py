@@ -30,7 +30,7 @@ num ::= [0-9]
 from __future__ import annotations
 
 from structgen.errors import CompileError
-from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
+from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Unordered, alt, nodes, seq
 
 __all__ = ["remove_left_recursion", "rules_where"]
 
@@ -70,6 +70,8 @@ def _nullable(e: Expr, null: "set[str]") -> bool:
         return any(_nullable(x, null) for x in e.items)
     if isinstance(e, (Repeat, Counted)):
         return e.min == 0 or _nullable(e.item, null)
+    if isinstance(e, Unordered):
+        return any(r.name in null for r in e.items)
     raise TypeError(e)
 
 
@@ -88,6 +90,8 @@ def _leading_refs(e: Expr, null: "set[str]") -> set[str]:
         return set().union(*(_leading_refs(x, null) for x in e.items))
     if isinstance(e, (Repeat, Counted)):
         return _leading_refs(e.item, null) if e.max != 0 else set()
+    if isinstance(e, Unordered):
+        return {r.name for r in e.items}
     return set()
 
 
@@ -154,8 +158,8 @@ class _NoEmpty:
             return alt(*(self.sub(x) for x in e.items))
         if isinstance(e, Repeat):
             return Repeat(self.sub(e.item), e.min, e.max)
-        if isinstance(e, Counted):
-            raise CompileError("left recursion beside a counted repeat is not supported")
+        if isinstance(e, (Counted, Unordered)):
+            raise CompileError("left recursion beside a counted or unordered rule is not supported")
         return e
 
     def nonempty(self, e: Expr) -> "Expr | None":

@@ -21,8 +21,8 @@ from typing import Callable, Union
 
 from structgen.errors import GrammarError
 
-__all__ = ["seq", "alt", "substitute", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Fsm", "Expr",
-           "Grammar"]
+__all__ = ["seq", "alt", "substitute", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Unordered",
+           "Fsm", "Expr", "Grammar"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,41 @@ class Counted:
 
 
 @dataclass(frozen=True)
+class Unordered:
+    """A whole rule body: one or more ``items`` separated by ``sep``, in any order, each *slot*
+    written at most once (a JSON object's members, walked in whatever order the text has them).
+
+    Each item is a rule call; which item was read is known from the rule called, so the set of
+    slots written so far lives beside the parse state (a bitmask), as a :class:`Counted` rule's
+    count does, and the stack machine explores only the sets actually reached. ``slots[i]`` is
+    the slot item ``i`` fills (``-1``: none, the item may recur: an object's additional members);
+    every slot must have an item that ``gives`` nothing. The rule may end only once every slot of
+    the bitmask ``required`` is written, the bits ``gives`` of the items written cover ``full``
+    (each bit at most once: members that ``not`` asks for), and ``min``..``max`` items were
+    written; an item is offered only while the rule can still end after it, so no state is a
+    dead end.
+    """
+
+    items: tuple[Ref, ...]
+    slots: tuple[int, ...]
+    sep: "Expr"
+    required: int = 0
+    min: int = 0
+    max: int | None = None
+    gives: tuple[int, ...] = ()  # empty: every item gives nothing
+    full: int = 0
+
+    def __str__(self) -> str:
+        names = " | ".join(f"{r.name}@{s}" for r, s in zip(self.items, self.slots))
+        text = f"unordered({names}; {self.sep}){{{self.min},{'' if self.max is None else self.max}}}"
+        if self.required:
+            text += f" required {self.required:#x}"
+        if self.full:
+            text += f" gives {self.gives} full {self.full:#x}"
+        return text
+
+
+@dataclass(frozen=True)
 class Fsm:
     """A byte DFA given as data: state 0 starts, ``edges[q]`` lists ``(ByteClass, target)``.
 
@@ -195,7 +230,7 @@ def alt(*items: "Expr") -> "Expr":
     return items[0] if len(items) == 1 else Alt(tuple(items))
 
 
-Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted, Fsm]
+Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted, Unordered, Fsm]
 
 
 def _hash_once(self) -> int:
@@ -213,7 +248,7 @@ def _state_without_hash(self) -> dict:
     return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
 
-for _cls in (Seq, Alt, Repeat, Counted, Fsm):
+for _cls in (Seq, Alt, Repeat, Counted, Unordered, Fsm):
     _cls.__hash__ = _hash_once  # type: ignore[method-assign]
     _cls.__getstate__ = _state_without_hash  # type: ignore[attr-defined]
 
@@ -249,6 +284,13 @@ class Grammar:
                     raise GrammarError(f"rule '{name}' refers to undefined rule '{node.name}'")
                 if isinstance(node, Counted) and node is not body:
                     raise GrammarError(f"rule '{name}': a counted repeat must be a whole rule body")
+                if isinstance(node, Unordered):
+                    if node is not body:
+                        raise GrammarError(f"rule '{name}': an unordered rule must be a whole rule body")
+                    if not node.items or len(node.slots) != len(node.items) or (
+                            node.gives and len(node.gives) != len(node.items)):
+                        raise GrammarError(f"rule '{name}': an unordered rule needs one slot (and "
+                                           "gives, if any) per item")
         for name, forbidden in self.lookahead:
             if name not in defined:
                 raise GrammarError(f"a lookahead names undefined rule '{name}'")
@@ -279,6 +321,9 @@ def substitute(e: Expr, replace: "Callable[[str], Expr | None]") -> Expr:
         return Repeat(substitute(e.item, replace), e.min, e.max)
     if isinstance(e, Counted):
         return Counted(substitute(e.item, replace), e.min, e.max, e.exclude)
+    if isinstance(e, Unordered):  # items stay calls: renamed when replaced by a call
+        items = tuple(got if isinstance(got := substitute(r, replace), Ref) else r for r in e.items)
+        return Unordered(items, e.slots, substitute(e.sep, replace), e.required, e.min, e.max, e.gives, e.full)
     return e  # Lit, ByteClass, Fsm: no references
 
 
@@ -290,6 +335,9 @@ def nodes(e: Expr):
             yield from nodes(x)
     elif isinstance(e, (Repeat, Counted)):
         yield from nodes(e.item)
+    elif isinstance(e, Unordered):
+        yield from e.items
+        yield from nodes(e.sep)
 
 
 def _paren(e: Expr) -> str:

@@ -9,7 +9,8 @@ unproductive rules and the states that can no longer reach acceptance are droppe
 never lets a sequence into a branch it cannot leave.
 
 Rules are read through the attributes every rule automaton has (``trans``, ``calls``,
-``accept``, ``counted``, ``min``), so this module needs nothing above it.
+``accept``, ``counted``, ``min``; ``unordered`` where an object's members come in any order), so
+this module needs nothing above it.
 
 Example
 -------
@@ -51,6 +52,12 @@ def live_states(rule: Any, alive: Sequence[bool]) -> list[bool]:
 def _matches(rule: Any, alive: Sequence[bool]) -> bool:
     if rule.counted and rule.min == 0:
         return True  # no item at all is a match
+    unordered = getattr(rule, "unordered", None)
+    if unordered is not None:  # an object's members in any order: every required one must exist
+        slots = unordered.slots
+        can = {slots.slots[k] for callee, ks in unordered.item_of.items() if alive[callee] for k in ks}
+        if any(slots.required >> s & 1 and s not in can for s in range(slots.n)):
+            return False
     return live_states(rule, alive)[0]
 
 

@@ -51,8 +51,9 @@ _MAGIC = b"structgen-compiled"
 #: again each time), which tests/test_cache_security.py would show.
 ENTRY_CLASSES: dict[str, frozenset[str]] = {
     "structgen.core.ir": frozenset({"Grammar", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref",
-                                    "Counted", "Fsm"}),
-    "structgen.core.automaton": frozenset({"GrammarAutomaton", "RuleAutomaton", "Guard"}),
+                                    "Counted", "Fsm", "Unordered"}),
+    "structgen.core.automaton": frozenset({"GrammarAutomaton", "RuleAutomaton", "Guard", "UnorderedItems"}),
+    "structgen.core.unordered": frozenset({"Slots"}),
     "structgen.frontends.json_schema.lowering": frozenset({"Relaxed"}),
     "builtins": frozenset({"set", "frozenset", "list", "dict", "tuple", "bytearray"}),
 }

@@ -29,6 +29,12 @@ under the GIL). What is not a plain store is guarded: interning appends to ``fra
 records the id in one step under a lock (two threads must never get one id for two stacks, or
 two ids for one), and the set of closures in progress, which detects a rule that recurses
 without reading input, is kept per thread (another thread's closure in progress is no cycle).
+
+Unordered rules (an object's members in any order) keep ``(written, got, count, state)``: the
+call of an item rule pushes a return frame that already counts the item (its slot written), and
+only items that may come now are called; a state right after a separator is entered only while
+some item may come, and the rule returns only when it may end (``Slots``), so every stack kept
+can still finish and the sets of slots are explored only as far as the text goes.
 """
 
 from __future__ import annotations
@@ -94,6 +100,8 @@ class StackMachine:
 
     def entry_state(self, rule: int) -> object:
         r = self.rules[rule]
+        if r.unordered is not None:
+            return (0, 0, 0, 0)
         if not r.counted:
             return 0
         return (0, 0, (0, b"")) if r.guard is not None else (0, 0)
@@ -140,6 +148,10 @@ class StackMachine:
                 self._closure[sid] = result = self._guard_closure(sid, state, parent)  # type: ignore[arg-type]
                 return result
             rule = self.rules[rule_i]
+            if rule.unordered is not None:
+                result = self._unordered_closure(sid, rule, state, parent)  # type: ignore[arg-type]
+                self._closure[sid] = result
+                return result
             if rule.counted:
                 count, q = state[0], state[1]  # type: ignore[index]
                 if rule.accept[q]:  # a called rule returned and completed the item
@@ -170,6 +182,39 @@ class StackMachine:
         self._closure[sid] = result
         return result
 
+    def _unordered_closure(self, sid: int, rule, state: tuple, parent: int) -> StackSet:
+        written, got, count, q = state
+        u = rule.unordered
+        slots = u.slots
+        if u.must_add[q] and not slots.can_add(written, got, count):
+            return frozenset()
+        out: set[int] = set()
+        if any(self._unordered_alive(u, t, state) for t in rule.trans[q].values()):
+            out.add(sid)
+        rule_i = self.frames[sid][0]
+        for callee, ret in rule.calls[q]:
+            items = u.item_of.get(callee)
+            if items is None:  # whitespace and the like: the slots stay as they are
+                if not self._unordered_alive(u, ret, state):
+                    continue  # whitespace before a separator when no item may come: a dead end
+                ret_sid = self.intern(rule_i, (written, got, count, ret), parent)
+                out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+                continue
+            for k in items:
+                nxt = slots.after(k, written, got, count)
+                if nxt is not None:
+                    ret_sid = self.intern(rule_i, (*nxt, ret), parent)
+                    out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+        if rule.accept[q] and slots.can_end(written, got, count):
+            out |= self.closure(parent)
+        return frozenset(out)
+
+    @staticmethod
+    def _unordered_alive(u, t: int, state: tuple) -> bool:
+        """Whether an unordered rule may enter its state ``t`` (one right after a separator only
+        while some item may come)."""
+        return not u.must_add[t] or u.slots.can_add(state[0], state[1], state[2])
+
     def _guard_closure(self, sid: int, forbidden: frozenset[int], parent: int) -> StackSet:
         if parent == ESCAPE:
             return frozenset((sid,))
@@ -197,7 +242,11 @@ class StackMachine:
                 result = self.step_set(self.closure(parent), byte)
         elif rule_i >= 0:
             rule = self.rules[rule_i]
-            if rule.counted:
+            if rule.unordered is not None:
+                t = rule.trans[state[3]].get(byte)  # type: ignore[index]
+                if t is not None and self._unordered_alive(rule.unordered, t, state):  # type: ignore[arg-type]
+                    result = self.closure(self.intern(rule_i, (*state[:3], t), parent))  # type: ignore[index]
+            elif rule.counted:
                 count, q = state[0], state[1]  # type: ignore[index]
                 t = rule.trans[q].get(byte)
                 if t is not None:
@@ -250,6 +299,10 @@ class StackMachine:
                         out.update(self.next_bytes(self.closure(parent)) - state)  # type: ignore[operator]
                 elif rule_i >= 0:
                     rule = self.rules[rule_i]
-                    out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
+                    if rule.unordered is not None:
+                        out.update(b for b, t in rule.trans[state[3]].items()  # type: ignore[index]
+                                   if self._unordered_alive(rule.unordered, t, state))  # type: ignore[arg-type]
+                    else:
+                        out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
             got = self._next_bytes[stacks] = frozenset(out)
         return got

@@ -76,9 +76,6 @@ class Merged:
     other_values: dict[str, Conj] = field(default_factory=dict)
     #: members the object must have (from not); the compiler takes up to MAX_ASKED_MEMBERS
     some_members: list[SomeMember] = field(default_factory=list)
-    #: False when ``properties`` come from several conjuncts, or ``required`` names keys they do
-    #: not list: then the schema gives its keys no one order
-    one_order: bool = True
     # -- arrays
     items: Conj | None = None  # items after the prefix; None: no conjunct constrains them
     prefix: list[Conj] = field(default_factory=list)  # prefixItems (array-form items), merged by position
@@ -268,8 +265,6 @@ class Gathering:
         conjunct's additionalProperties when it has neither."""
         m, rules = self.m, self.members
         keys = list(dict.fromkeys(k for _, props, _, _ in rules for k in props))
-        m.one_order = (sum(1 for p, props, _, _ in rules if props and not p.synthetic) <= 1
-                       and all(r in keys for r in m.required))
 
         def value_of(key: str) -> Conj:
             found: list[Part] = []

@@ -38,7 +38,7 @@ from structgen.frontends.json_schema.negation import (flip, negate_all_of, negat
                                                       negate_string, negate_type, negate_values, negated_with)
 from structgen.frontends.json_schema.objects import MAX_KEY_REGIONS, object_expr
 from structgen.frontends.json_schema.registry import Keyword, Registry
-from structgen.frontends.json_schema.scalars import MAX_ANY_ORDER_KEYS, literal, number_expr, string_expr
+from structgen.frontends.json_schema.scalars import literal, number_expr, string_expr
 from structgen.frontends.json_schema.terms import Conj, Part
 from structgen.frontends.json_schema.unevaluated import merge_unevaluated_items, merge_unevaluated_properties
 from structgen.frontends.json_schema.values import join_pointer
@@ -58,10 +58,12 @@ KEYWORDS = Registry([
             merge=merge_enum, negate=negate_values, lower=literal),
     Keyword("enum", "any",
             note="any JSON values, compared by JSON equality (`1` = `1.0`; objects in any key order "
-                 f"up to {MAX_ANY_ORDER_KEYS} keys when walking); values failing sibling keywords are dropped",
+                 "when walking); values failing sibling keywords are dropped",
             merge=merge_enum, negate=negate_values, lower=literal),
     Keyword("properties", "object",
-            note="defined keys in schema order, then additional ones (every peer fixes order); "
+            note="generation writes defined keys in schema order, then additional ones (every peer "
+                 "fixes order); walking (validating) takes the members in any order, each defined key "
+                 "at most once (the keys written kept beside the parse state, any number of them); "
                  "a property whose schema matches nothing (`false`, `not: {}`) is a forbidden key",
             merge=merge_members, negate=negate_properties, lower=object_expr),
     Keyword("additionalProperties", "object",
@@ -93,8 +95,7 @@ KEYWORDS = Registry([
             lenient=True, merge=merge_count("max_properties", lower=False), negate=flip("object", "minProperties", 1), lower=object_expr),
     Keyword("required", "object",
             note="any key; one not listed in `properties` takes the `additionalProperties` schema "
-                 "(any value when there is none), and the object's keys then match in any order when "
-                 f"walking (up to {MAX_ANY_ORDER_KEYS} keys); only binds objects",
+                 "(any value when there is none); only binds objects",
             merge=merge_required, negate=negate_required, lower=object_expr),
     Keyword("items", "array",
             note="one schema for every item (after `prefixItems`); `false`: no more items. The "
@@ -181,9 +182,7 @@ KEYWORDS = Registry([
                  "branch's `additionalProperties` governs the keys that branch does not list), "
                  "`required` united, bounds and lengths the tightest, `multipleOf` the least common "
                  "multiple, every `pattern`/`format` intersected, `enum` values kept when valid under "
-                 "every branch; no common type is a `SchemaError` naming both pointers. An object "
-                 f"merged from several `properties` takes its keys in any order when walking (up to "
-                 f"{MAX_ANY_ORDER_KEYS} keys)",
+                 "every branch; no common type is a `SchemaError` naming both pointers",
             expand=Merger.expand_all_of, negate=negate_all_of),
     Keyword("anyOf", "applicator",
             note="branches that match nothing are dropped; beside other keywords, those are merged "

@@ -37,18 +37,20 @@ from dataclasses import dataclass
 
 from structgen.core.budget import BudgetExceededError
 from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
-from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, alt, seq
+from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, Unordered, alt, seq
+from structgen.core.unordered import Slots
 from structgen.frontends.json_text import JSON_CHAR, char_encodings, spellings
 from structgen.frontends.regex.ecma import char_set_ir, pattern_to_ir
 from structgen.core.regular import difference, intersect, matcher
 from structgen.frontends.json_schema.facts import Merged
 from structgen.frontends.json_schema.lowering import Lowering
-from structgen.frontends.json_schema.scalars import MAX_ANY_ORDER_KEYS, string_content
+from structgen.frontends.json_schema.scalars import string_content
 from structgen.frontends.json_schema.terms import Conj, Part
 from structgen.frontends.json_schema.values import join_pointer
 
 
-__all__ = ["object_expr", "object_of", "Needs", "MAX_ASKED_MEMBERS", "key_except", "MAX_KEY_REGIONS", "MAX_ANY_ORDER_KEYS", "NOTHING"]
+__all__ = ["object_expr", "object_of", "object_unordered", "Needs", "MAX_ASKED_MEMBERS", "key_except", "MAX_KEY_REGIONS",
+           "NOTHING"]
 
 #: patternProperties whose patterns split keys into more regions than this (the sets of
 #: patterns a key can match at once, over the merged schemas) are refused: up to 2**patterns
@@ -84,9 +86,8 @@ def object_expr(cv: Lowering, m: Merged) -> Expr:
     if hi is not None and hi < lo:
         raise no_value(SchemaError("maxProperties is below minProperties: no object fits",
                                    pointer=m.max_properties_pointer))
-    if (not m.one_order and not cv.canonical and len(members) <= MAX_ANY_ORDER_KEYS
-            and (lo, hi) == (0, None)):
-        return object_any_order(cv, members, extra, needs)
+    if not cv.canonical and (len(members) > 1 or (members and (extra is not None or needs is not None))):
+        return object_unordered(cv, members, extra, lo, hi, m.min_properties_pointer or m.pointer, needs)
     return object_of(cv, members, extra, lo, hi, m.min_properties_pointer or m.pointer, needs)
 
 
@@ -458,64 +459,53 @@ def object_of(cv: Lowering, members: list[Member], extra: Expr | None, lo: int =
     return alt(*options)
 
 
-def object_any_order(cv: Lowering, members: list[Member], extra: Expr | None,
-                     needs: Needs | None = None) -> Expr:
-    """Members in any order, additional ones anywhere: for walking an object whose schema gives
-    its keys no one order (``properties`` merged from several subschemas, required keys outside
-    ``properties``). One rule per set of members written, hence :data:`MAX_ANY_ORDER_KEYS`.
-    ``needs`` as for :func:`object_of`: the members ``not`` asks for, written anywhere."""
+def object_unordered(cv: Lowering, members: list[Member], extra: Expr | None, lo: int = 0,
+                     hi: int | None = None, count_pointer: str = "", needs: Needs | None = None) -> Expr:
+    """Members in any order, additional ones anywhere, for walking (JSON objects are unordered):
+    ``{`` then one :class:`~structgen.core.ir.Unordered` rule over the members ``}``.
+
+    Each member is a rule ``"key" : value`` filling its own slot (so a defined key is written at
+    most once), each member ``not`` asks for (``needs``) a rule that fills the same slot and gives
+    its bits; additional members fill no slot. The slots written, the bits got and the count live
+    beside the parse state, so the object stays linear in its properties, whatever their number;
+    ``lo``..``hi`` members in all, required ones and every asked-for bit before ``}``.
+    """
     ws = cv.ws
-    comma = seq(ws, Lit(b","), ws)
     colon = seq(ws, Lit(b":"), ws)
-    full = needs.full if needs is not None else 0
-    items = [seq(cv.key_literal(key), colon, value) for key, value, _ in members]
-    required = sum(1 << i for i, (_, _, req) in enumerate(members) if req)
     uid = len(cv.rules)
+    cv.rules[f"obj{uid}_members"] = Seq(())  # reserved: the name is this object's
+    items: list[Ref] = []
+    slots: list[int] = []
+    gives: list[int] = []
 
-    def hits(i: int, got: int) -> list[tuple[int, Expr]]:  # member i as some members asked for
-        key = members[i][0]
-        return ([(bits, seq(cv.key_literal(key), colon, ref)) for bits, ref in needs.hits(key, got)]
-                if needs is not None else [])
+    def add(name: str, body: Expr, slot: int, bits: int) -> None:
+        items.append(cv.rule(f"obj{uid}_{name}", body))
+        slots.append(slot)
+        gives.append(bits)
 
-    def live(done: int, got: int) -> bool:  # the members not yet written can still give the rest
-        cover = got | (needs.extra_cover if needs is not None else 0)
-        for i in range(len(members)):
-            if not done >> i & 1:
-                for bits, _ in hits(i, 0):
-                    cover |= bits
-        return cover == full
-
-    def rest(done: int, got: int = full) -> Ref:  # what may follow once ``done`` members were written
-        name = f"obj{uid}_any{done}" + ("" if got == full else f"_got{got}")
-        if name not in cv.rules:
-            cv.rules[name] = Seq(())  # reserved while its options are built
-            options = [seq(comma, items[i], rest(done | 1 << i, got)) for i in range(len(items))
-                       if not done >> i & 1 and live(done | 1 << i, got)]
-            for i in range(len(items)):
-                if not done >> i & 1:
-                    options += [seq(comma, hit, rest(done | 1 << i, got | bits)) for bits, hit in hits(i, got)
-                                if live(done | 1 << i, got | bits)]
-            if needs is not None and got != full:
-                options += [seq(comma, hit, rest(done, got | bits)) for bits, hit in needs.extra_hits.items()
-                            if not bits & got and live(done, got | bits)]
-            if done & required == required and got == full:
-                options.append(seq(ws, Lit(b"}")))
-            body = alt(*options)
-            if extra is not None:
-                body = seq(Repeat(seq(comma, extra), 0, None), body)
-            cv.rules[name] = body
-        return Ref(name)
-
-    firsts = [seq(items[i], rest(1 << i, 0 if full else full)) for i in range(len(items)) if live(1 << i, 0)]
-    for i in range(len(items)):
-        firsts += [seq(hit, rest(1 << i, bits)) for bits, hit in hits(i, 0) if live(1 << i, bits)]
+    for i, (key, value, _) in enumerate(members):
+        add(f"m{i}", seq(cv.key_literal(key), colon, value), i, 0)
+        if needs is not None:
+            for bits, ref in needs.member_hits.get(key, {}).items():
+                add(f"m{i}_got{bits}", seq(cv.key_literal(key), colon, ref), i, bits)
+    if extra is not None:
+        add("extra", extra, -1, 0)
     if needs is not None:
-        firsts += [seq(hit, rest(0, bits)) for bits, hit in needs.extra_hits.items() if live(0, bits)]
-    if extra is not None and live(0, 0):
-        firsts.append(seq(extra, rest(0, 0 if full else full)))
+        for bits, hit in needs.extra_hits.items():
+            add(f"extra_got{bits}", hit, -1, bits)
+    required = sum(1 << i for i, (_, _, req) in enumerate(members) if req)
+    full = needs.full if needs is not None else 0
     options: list[Expr] = []
-    if not required and not full:
+    if lo == 0 and not required and not full:
         options.append(seq(Lit(b"{"), ws, Lit(b"}")))
-    if firsts:
-        options.append(seq(Lit(b"{"), ws, alt(*firsts)))
+    if items:
+        body = Unordered(tuple(items), tuple(slots), seq(ws, Lit(b","), ws), required, lo, hi,
+                         tuple(gives) if full else (), full)
+        if Slots.of(body).can_add(0, 0, 0):
+            cv.rules[f"obj{uid}_members"] = body
+            options.append(seq(Lit(b"{"), ws, Ref(f"obj{uid}_members"), ws, Lit(b"}")))
+    if not isinstance(cv.rules[f"obj{uid}_members"], Unordered):
+        del cv.rules[f"obj{uid}_members"]
+    if not options:
+        raise no_value(SchemaError(f"no object has {lo} to {hi} members here", pointer=count_pointer))
     return alt(*options)

@@ -23,7 +23,7 @@ from typing import Any
 
 from structgen.core import regular
 from structgen.core.budget import BudgetExceededError, charge
-from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, alt, seq
+from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, Unordered, alt, seq
 from structgen.core.regular import difference, intersect
 from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.frontends.json_schema.facts import Merged
@@ -34,12 +34,7 @@ from structgen.frontends.json_text import JSON_CHAR, char_encodings, spellings
 from structgen.frontends.regex.ecma import char_set_ir, pattern_to_ir
 
 __all__ = ["number_expr", "string_expr", "plain_string", "constrained_string", "string_pieces", "string_piece",
-           "string_content", "literal", "object_literal_any_order", "MAX_ANY_ORDER_KEYS"]
-
-#: An object whose schema gives its keys no one order matches them in any order when walking,
-#: up to this many keys (one rule per set of keys written); so does an object ``enum`` value.
-MAX_ANY_ORDER_KEYS = 6
-
+           "string_content", "literal", "object_literal_any_order"]
 
 def number_expr(cv: Lowering, t: str, m: Merged) -> Expr:
     """``number``, ``integer``, or ``fraction`` (a number that is no integer: ``not`` integer)."""
@@ -211,26 +206,16 @@ def string_content(cv: Lowering, m: Merged, pieces: list[Expr] | None = None) ->
 
 
 def object_literal_any_order(cv: Lowering, value: dict, ptr: str) -> Expr:
-    """An object value with its members in any order (JSON objects are unordered).
-
-    One rule per set of members still to write: 2**n rules for n keys, hence the bound.
-    """
+    """An object value with its members in any order (JSON objects are unordered), for walking:
+    every member a slot of one :class:`~structgen.core.ir.Unordered` rule, all required."""
     ws = cv.ws
-    members = [seq(cv.key_literal(k), ws, Lit(b":"), ws, literal(cv, v, ptr)) for k, v in value.items()]
     uid = len(cv.rules)
-
-    def rest(left: int) -> Expr:
-        if not left:
-            return seq(ws, Lit(b"}"))
-        name = f"lit{uid}_{left}"
-        if name not in cv.rules:
-            cv.rules[name] = Seq(())  # reserved while its alternatives are built
-            cv.rules[name] = alt(*(seq(ws, Lit(b","), ws, members[i], rest(left & ~(1 << i)))
-                                     for i in range(len(members)) if left >> i & 1))
-        return Ref(name)
-
-    full = (1 << len(members)) - 1
-    return seq(Lit(b"{"), ws, alt(*(seq(members[i], rest(full & ~(1 << i))) for i in range(len(members)))))
+    cv.rules[f"lit{uid}_members"] = Seq(())  # reserved: rules of nested values come after it
+    items = tuple(cv.rule(f"lit{uid}_m{i}", seq(cv.key_literal(k), ws, Lit(b":"), ws, literal(cv, v, ptr)))
+                  for i, k in enumerate(value) for v in (value[k],))
+    body = Unordered(items, tuple(range(len(items))), seq(ws, Lit(b","), ws), (1 << len(items)) - 1)
+    cv.rules[f"lit{uid}_members"] = body
+    return seq(Lit(b"{"), ws, Ref(f"lit{uid}_members"), ws, Lit(b"}"))
 
 
 def literal(cv: Lowering, value: Any, ptr: str) -> Expr:
@@ -260,7 +245,7 @@ def literal(cv: Lowering, value: Any, ptr: str) -> Expr:
     if isinstance(value, dict):
         if not value:
             return seq(Lit(b"{"), ws, Lit(b"}"))
-        if not cv.canonical and 1 < len(value) <= MAX_ANY_ORDER_KEYS:
+        if not cv.canonical and len(value) > 1:
             return object_literal_any_order(cv, value, ptr)
         parts = [Lit(b"{"), ws]
         for i, (k, v) in enumerate(value.items()):

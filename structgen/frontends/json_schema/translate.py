@@ -17,10 +17,10 @@ an error, except where it is one option among others: an ``anyOf`` branch, one t
 an optional property (then a forbidden key), the items (then only ``[]``); such an option is
 left out, and the language is unchanged.
 
-Key order is fixed: defined properties in schema order, then additional ones, as every peer
-engine does; only an object whose ``properties`` were merged from several subschemas, or that
-requires keys its ``properties`` do not list (the schema gives such keys no order), takes its
-keys in any order when walking, up to :data:`MAX_ANY_ORDER_KEYS` keys. When walking, keys, string literals and numbers are matched in
+Key order: generation (``canonical=True``) writes defined properties in schema order, then
+additional ones, as every peer engine does; walking (validating, ``canonical=False``) takes an
+object's members in any order, each defined key at most once (the keys written are kept beside
+the parse state, see :class:`~structgen.core.ir.Unordered`), as JSON objects are unordered. When walking, keys, string literals and numbers are matched in
 every JSON spelling of their value (``"\\u0061"`` is ``"a"``, ``1.0`` is ``1``); for generation
 (``canonical=True``) in one spelling (``json.dumps``, non-ASCII raw or ``\\uXXXX``), which keeps
 keys and enum tails forced. An additional key is any string whose *decoded* value is not a
