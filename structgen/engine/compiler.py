@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from structgen.core.budget import DEFAULT_COMPILE_BUDGET, compile_budget
+from structgen.core.depth import recursion_room
 from structgen.core.ir import Grammar
 from structgen.engine.compile_cache import entry_key, entry_path, gc_paused, load_entry, store_entry
 from structgen.engine.compiled import CompiledGrammar
 from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import vocabulary_for
-from structgen.errors import GrammarError, SchemaError
+from structgen.errors import CompileError, GrammarError, SchemaError
 
 __all__ = ["Compiler", "compiler_for", "parse_schema", "pydantic_model", "read_grammar_source"]
 
@@ -136,7 +137,8 @@ class Compiler:
 
         if not isinstance(pattern, str):
             raise GrammarError(f"the pattern must be a string, not {type(pattern).__name__}")
-        body = text_regex_to_ir(pattern, ignore_case=ignore_case, dotall=dotall)
+        with self._compiling():
+            body = text_regex_to_ir(pattern, ignore_case=ignore_case, dotall=dotall)
         return self.grammar(Grammar((("regex", body),), "regex"), source=pattern)
 
     def json_schema(self, schema: "dict[str, Any] | bool | str", *,
@@ -179,9 +181,17 @@ class Compiler:
 
     @contextlib.contextmanager
     def _compiling(self) -> Iterator[None]:
-        """One compile: under this compiler's work budget, with the cyclic collector paused."""
-        with compile_budget(self.budget), gc_paused():
-            yield
+        """One compile: under this compiler's work budget, with the cyclic collector paused and
+        room for deep inputs (:func:`~structgen.core.depth.recursion_room`). The frontends refuse
+        inputs nested past their limits; should a walk still run out of stack, that is a
+        :class:`CompileError` saying so, not a bare ``RecursionError``."""
+        with compile_budget(self.budget), gc_paused(), recursion_room():
+            try:
+                yield
+            except RecursionError as err:
+                raise CompileError("the input nests too deeply to compile (Python ran out of recursion "
+                                   "depth); flatten its deepest part, e.g. with \"$ref\" to shared "
+                                   "definitions or fewer nested groups") from err
 
     def _disk_cache_on(self) -> bool:
         return self.disk_cache and os.environ.get(DISK_CACHE_ENV, "1").strip().lower() not in (

@@ -26,6 +26,7 @@ call returns to ``(count, state)`` and an item completed by a return counts at c
 from __future__ import annotations
 
 from structgen.core.automaton import GrammarAutomaton
+from structgen.core.depth import recursion_room
 from structgen.errors import CompileError
 
 __all__ = ["ACCEPT", "ESCAPE", "GUARD", "StackMachine"]
@@ -110,6 +111,14 @@ class StackMachine:
     # -- closure and steps
 
     def closure(self, sid: int) -> StackSet:
+        got = self._closure.get(sid)
+        if got is not None:
+            return got
+        # a call that starts with a call...: Python frames per call (1,000 chained grammar rules)
+        with recursion_room():
+            return self._closure_of(sid)
+
+    def _closure_of(self, sid: int) -> StackSet:
         got = self._closure.get(sid)
         if got is not None:
             return got

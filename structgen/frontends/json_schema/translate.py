@@ -44,6 +44,7 @@ import re
 from typing import Any, Callable, Iterable, Iterator, Literal
 
 from structgen.core.budget import describe_with, place
+from structgen.core.depth import MAX_NESTING, recursion_room, too_deep
 from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
 from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.frontends.json_schema.arrays import array_expr
@@ -236,6 +237,13 @@ class _Converter:
             self.rules[name] = build()
         return Ref(name)
 
+    def ref_alone(self, schema: Any) -> bool:
+        """``schema`` is a ``$ref`` alone (or beside keywords its draft ignores)."""
+        if not isinstance(schema, dict) or "$ref" not in schema:
+            return False
+        constraints = [k for k in schema if k in SUPPORTED_KEYWORDS]
+        return constraints == ["$ref"] or ("$ref" in constraints and self.merger.ref_alone)
+
     def body(self, schema: Any, ptr: str) -> Expr:
         if schema is True or schema == {}:
             return self.primitive("value")
@@ -247,10 +255,20 @@ class _Converter:
                               pointer=ptr)
         self.check(schema, ptr)
         constraints = [k for k in schema if k in SUPPORTED_KEYWORDS]
-        if constraints == ["$ref"] or ("$ref" in constraints and self.merger.ref_alone):
+        if self.ref_alone(schema):
             # alone (or beside keywords its draft ignores): the target's rule, shared
             target = resolve_ref(self.root, schema["$ref"], ptr)
-            return self.convert(target.schema, target.pointer)
+            chain = []  # a chain of such references is followed here, not by recursion (300 $defs)
+            seen = {ptr}
+            while self.ref_alone(target.schema) and target.pointer not in self.by_pointer \
+                    and target.pointer not in seen:
+                seen.add(target.pointer)
+                chain.append(target)
+                target = resolve_ref(self.root, target.schema["$ref"], target.pointer)
+            got = self.convert(target.schema, target.pointer)
+            for link in reversed(chain):  # each link's target has its rule now: no recursion
+                got = self.convert(link.schema, link.pointer)
+            return got
         if constraints == ["allOf"] and isinstance(schema["allOf"], list) and len(schema["allOf"]) == 1:
             return self.convert(schema["allOf"][0], join_pointer(ptr, "allOf", 0))  # one branch: its rule, shared
         if constraints == ["anyOf"]:  # alone: the branches' rules; a branch matching nothing is dropped
@@ -339,8 +357,13 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
     _check_keys(schema)
+    deep = too_deep(schema)
+    if deep is not None:
+        raise SchemaError(f"the schema nests more than {MAX_NESTING} objects and arrays deep here; "
+                          "use \"$ref\" to definitions to flatten it", pointer=deep)
     conv = _Converter(schema, whitespace, strict, canonical, lenient)
-    conv.convert(schema, "")
+    with recursion_room():  # the walk recurses per level of nesting (bounded just above)
+        conv.convert(schema, "")
     describe_with(_rule_places(conv))
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
