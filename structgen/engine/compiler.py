@@ -229,6 +229,9 @@ def read_grammar_source(grammar: "str | os.PathLike[str]") -> tuple[str, str, Pa
             return path.read_text(encoding="utf-8"), str(path), path.resolve().parent
         except OSError as err:
             raise GrammarError(f"cannot read grammar file {str(path)!r}: {err.strerror or err}") from err
+        except UnicodeDecodeError as err:
+            raise GrammarError(f"grammar file {str(path)!r} is not UTF-8 text: byte {err.start} "
+                               f"(0x{err.object[err.start]:02x}) {err.reason}; save it as UTF-8") from err
     if not isinstance(grammar, str):
         raise GrammarError(f"a grammar is text, a path or a structgen.Grammar, not {type(grammar).__name__}")
     return grammar, "<grammar>", None

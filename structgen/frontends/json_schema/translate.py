@@ -361,12 +361,52 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
     if deep is not None:
         raise SchemaError(f"the schema nests more than {MAX_NESTING} objects and arrays deep here; "
                           "use \"$ref\" to definitions to flatten it", pointer=deep)
+    _check_surrogates(schema)
     conv = _Converter(schema, whitespace, strict, canonical, lenient)
     with recursion_room():  # the walk recurses per level of nesting (bounded just above)
         conv.convert(schema, "")
     describe_with(_rule_places(conv))
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
+
+
+_TEXT_KEYWORDS = ("const", "enum", "required")
+_NAME_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependentRequired")
+
+
+def _check_surrogates(schema: Any) -> None:
+    """A property name, ``required`` entry or ``const``/``enum`` string holding a lone surrogate
+    (``"\\ud800"`` in JSON text, which ``json.loads`` accepts) is a SchemaError naming where: a
+    generated value is UTF-8 text, which cannot hold one. Elsewhere (descriptions) it is left be."""
+    todo: list[tuple[Any, str, bool]] = [(schema, "", False)]  # (node, pointer, a value's text)
+    seen: set[int] = set()
+    while todo:
+        node, ptr, text = todo.pop()
+        if isinstance(node, str):
+            if text and not node.isascii():
+                _refuse_surrogate(node, ptr)
+            continue
+        if not isinstance(node, (dict, list)) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, list):
+            todo.extend((v, join_pointer(ptr, i), text) for i, v in enumerate(node))
+            continue
+        names = ptr.rpartition("/")[2] in _NAME_MAPS  # keys here are names, not keywords
+        for key, value in node.items():
+            if isinstance(key, str) and (text or (names and ptr.endswith("/properties"))) \
+                    and not key.isascii():
+                _refuse_surrogate(key, join_pointer(ptr, key))
+            todo.append((value, join_pointer(ptr, key), text or (key in _TEXT_KEYWORDS and not names)))
+
+
+def _refuse_surrogate(text: str, ptr: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise SchemaError(f"the string {text!r:.60} holds a lone surrogate ({text[err.start]!r} at "
+                          f"character {err.start}), which UTF-8 text cannot hold, so no generated "
+                          "value can spell it; use a whole character or a pair", pointer=ptr) from err
 
 
 def _check_keys(schema: Any) -> None:
