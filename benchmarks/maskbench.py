@@ -31,7 +31,9 @@ Definitions:
   For the schemas of ``python_jsonschema_disagreements.json`` only instances that both call
   valid are walked (no invalid-instance checks).
 * Instances are serialised with object keys in schema order (``tests/maskbench.py``'s
-  ``schema_order``): the engines fix key order.
+  ``schema_order``): the peer engines fix key order. ``--key-order data`` walks them with keys
+  as the dataset writes them instead (structgen's walking grammar takes any order; its results
+  are cached apart).
 * **compile** -- time to the first mask of a schema new to the process (compile + matcher +
   first mask), compact serialization. **mask** -- every later mask of every walk, cold states
   included (the first mask of a second matcher on the same grammar too). **peak MiB** -- how
@@ -228,15 +230,16 @@ def ordered(data: Any, schema: Any) -> Any:
         return data
 
 
-def prepare(line: str, disagreeing: bool) -> Prepared:
-    """Parse a row, judge its instances, order their keys: the request a worker measures."""
+def prepare(line: str, disagreeing: bool, key_order: str = "schema") -> Prepared:
+    """Parse a row, judge its instances, order their keys (``key_order="schema"``; ``"data"``
+    keeps the dataset's order): the request a worker measures."""
     row = json.loads(line)
     schema, tests = row["schema"], row.get("tests") or []
     kept, info, validator = tests_maskbench.judge_tests(schema, tests, disagreeing)
     instances, texts = [], {}
     info["unserializable"] = []
     for i, expected in kept:
-        data = ordered(tests[i]["data"], schema)
+        data = ordered(tests[i]["data"], schema) if key_order == "schema" else tests[i]["data"]
         try:  # a number out of float range parses as inf: not JSON any more
             json.dumps(data, allow_nan=False)
         except ValueError:
@@ -602,10 +605,10 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def cache_key(config: str, version: str, tokenizer_fp: str, digest: str) -> str:
+def cache_key(config: str, version: str, tokenizer_fp: str, digest: str, key_order: str = "schema") -> str:
     """What a cached result depends on, python-jsonschema's version (the verdicts) included."""
-    return "|".join([config, version, tokenizer_fp, digest, importlib.metadata.version("jsonschema"),
-                     f"h{HARNESS_VERSION}"])
+    parts = [config, version, tokenizer_fp, digest, importlib.metadata.version("jsonschema"), f"h{HARNESS_VERSION}"]
+    return "|".join(parts + ([] if key_order == "schema" else [f"keys-{key_order}"]))
 
 
 def load_cache(path: Path, wanted: set[str]) -> dict[str, dict[str, Any]]:
@@ -646,7 +649,7 @@ def measure_config(config: str, todo: list[str], keys: dict[str, str], lines: di
     try:
         with cache_path.open("a", encoding="utf-8") as cache:
             for k, name in enumerate(todo):
-                prepared = prepare(lines[name], name in disagreeing)
+                prepared = prepare(lines[name], name in disagreeing, args.key_order)
                 t0 = time.perf_counter()
                 result = worker.run(prepared.request)
                 judge_prefixes(prepared, result)
@@ -978,6 +981,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=None, help="number of schemas (default: the whole corpus)")
     p.add_argument("--seed", type=int, default=0, help="sample seed (default 0)")
+    p.add_argument("--key-order", choices=("schema", "data"), default="schema",
+                   help="object keys of the instances: in schema order (default; peers need it) or as the data has them")
     p.add_argument("--tokenizer", choices=tuple(engine.NAMED_TOKENIZERS), default="smollm2")
     p.add_argument("--engines", default=",".join(CONFIGS), help="comma-separated subset of " + ",".join(CONFIGS))
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per compile (default 60)")
@@ -1009,7 +1014,7 @@ def main(argv: list[str] | None = None) -> None:
     tokenizer = engine.load_tokenizer(args.tokenizer)
     tokenizer_fp = tokenizer_fingerprint(tokenizer)
 
-    keys = {c: {n: cache_key(c, engine_version(c), tokenizer_fp, digests[n]) for n in names}
+    keys = {c: {n: cache_key(c, engine_version(c), tokenizer_fp, digests[n], args.key_order) for n in names}
             for c in args.engines}
     paths = {c: args.cache_dir / f"maskbench-{c}.jsonl" for c in args.engines}
     entries: dict[str, dict[str, dict]] = {}

@@ -33,7 +33,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import zipfile
 from pathlib import Path
 

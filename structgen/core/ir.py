@@ -233,14 +233,54 @@ def alt(*items: "Expr") -> "Expr":
 Expr = Union[Lit, ByteClass, Seq, Alt, Repeat, Ref, Counted, Unordered, Fsm]
 
 
+def _inner(e: object) -> tuple:
+    """The expressions directly inside ``e``."""
+    if isinstance(e, (Seq, Alt)):
+        return e.items
+    if isinstance(e, (Repeat, Counted)):
+        return (e.item,)
+    return ()
+
+
 def _hash_once(self) -> int:
     """The dataclass hash, computed once per node: rule bodies are dict keys in several caches,
-    and a nested body would otherwise be re-hashed from its leaves at every lookup."""
+    and a nested body would otherwise be re-hashed from its leaves at every lookup. Inner
+    nodes are hashed first, bottom-up, so a deep expression (a 200-digit number range, 1,000
+    nested groups) does not recurse."""
     got = self.__dict__.get("_hash")
     if got is None:
-        got = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
-        object.__setattr__(self, "_hash", got)
+        order, todo = [], [self]
+        while todo:
+            node = todo.pop()
+            order.append(node)
+            todo.extend(x for x in _inner(node) if "_hash" not in x.__dict__ and not isinstance(x, (Lit, ByteClass, Ref)))
+        for node in reversed(order):
+            if "_hash" not in node.__dict__:
+                object.__setattr__(node, "_hash", hash(tuple(getattr(node, f) for f in node.__dataclass_fields__)))
+        got = self.__dict__["_hash"]
     return got
+
+
+def _eq_iter(self, other: object) -> bool:
+    """Structural equality without recursion (the dataclass ``__eq__`` recurses per level)."""
+    todo = [(self, other)]
+    while todo:
+        a, b = todo.pop()
+        if a is b:
+            continue
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, (Seq, Alt)):
+            if len(a.items) != len(b.items) or hash(a) != hash(b):
+                return False
+            todo.extend(zip(a.items, b.items))
+        elif isinstance(a, (Repeat, Counted)):
+            if (a.min, a.max, getattr(a, "exclude", None)) != (b.min, b.max, getattr(b, "exclude", None)):
+                return False
+            todo.append((a.item, b.item))
+        elif a != b:  # Lit, ByteClass, Ref, Fsm: flat, their own dataclass equality
+            return False
+    return True
 
 
 def _state_without_hash(self) -> dict:
@@ -251,6 +291,8 @@ def _state_without_hash(self) -> dict:
 for _cls in (Seq, Alt, Repeat, Counted, Unordered, Fsm):
     _cls.__hash__ = _hash_once  # type: ignore[method-assign]
     _cls.__getstate__ = _state_without_hash  # type: ignore[attr-defined]
+for _cls in (Seq, Alt, Repeat, Counted):
+    _cls.__eq__ = _eq_iter  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)

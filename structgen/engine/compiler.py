@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from structgen.core.budget import DEFAULT_COMPILE_BUDGET, compile_budget, name_of
+from structgen.core.depth import recursion_room
 from structgen.core.ir import Grammar
 from structgen.engine.compile_cache import entry_key, entry_path, gc_paused, load_entry, store_entry
 from structgen.engine.compiled import CompiledGrammar
@@ -31,7 +32,7 @@ from structgen.engine.disk_cache import DISK_CACHE_ENV as DISK_CACHE_ENV  # name
 from structgen.engine.disk_cache import disk_cache_enabled
 from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import vocabulary_for
-from structgen.errors import EmptyLanguageError, GrammarError, SchemaError
+from structgen.errors import CompileError, EmptyLanguageError, GrammarError, SchemaError
 
 __all__ = ["Compiler", "compiler_for", "parse_schema", "pydantic_model", "read_grammar_source"]
 
@@ -147,7 +148,8 @@ class Compiler:
 
         if not isinstance(pattern, str):
             raise GrammarError(f"the pattern must be a string, not {type(pattern).__name__}")
-        body = text_regex_to_ir(pattern, ignore_case=ignore_case, dotall=dotall)
+        with self._compiling():
+            body = text_regex_to_ir(pattern, ignore_case=ignore_case, dotall=dotall)
         return self.grammar(Grammar((("regex", body),), "regex"), source=pattern, kind="regex")
 
     def json_schema(self, schema: "dict[str, Any] | bool | str", *,
@@ -191,9 +193,17 @@ class Compiler:
 
     @contextlib.contextmanager
     def _compiling(self) -> Iterator[None]:
-        """One compile: under this compiler's work budget, with the cyclic collector paused."""
-        with compile_budget(self.budget), gc_paused():
-            yield
+        """One compile: under this compiler's work budget, with the cyclic collector paused and
+        room for deep inputs (:func:`~structgen.core.depth.recursion_room`). The frontends refuse
+        inputs nested past their limits; should a walk still run out of stack, that is a
+        :class:`CompileError` saying so, not a bare ``RecursionError``."""
+        with compile_budget(self.budget), gc_paused(), recursion_room():
+            try:
+                yield
+            except RecursionError as err:
+                raise CompileError("the input nests too deeply to compile (Python ran out of recursion "
+                                   "depth); flatten its deepest part, e.g. with \"$ref\" to shared "
+                                   "definitions or fewer nested groups") from err
 
     def _disk_cache_on(self) -> bool:
         return self.disk_cache and disk_cache_enabled()
@@ -243,6 +253,9 @@ def read_grammar_source(grammar: "str | os.PathLike[str]") -> tuple[str, str, Pa
             return path.read_text(encoding="utf-8"), str(path), path.resolve().parent
         except OSError as err:
             raise GrammarError(f"cannot read grammar file {str(path)!r}: {err.strerror or err}") from err
+        except UnicodeDecodeError as err:
+            raise GrammarError(f"grammar file {str(path)!r} is not UTF-8 text: byte {err.start} "
+                               f"(0x{err.object[err.start]:02x}) {err.reason}; save it as UTF-8") from err
     if not isinstance(grammar, str):
         raise GrammarError(f"a grammar is text, a path or a structgen.Grammar, not {type(grammar).__name__}")
     return grammar, "<grammar>", None

@@ -88,27 +88,37 @@ class Matcher:
         return nxt
 
     def advance(self, token_id: int) -> bool:
-        """Accept ``token_id`` and return True, or return False and leave the state unchanged."""
-        nxt = self._next(self._states[-1], int(token_id))
+        """Accept ``token_id`` and return True, or return False and leave the state unchanged.
+
+        A token id is an integer: a Python ``int`` or a numpy/torch integer scalar (anything with
+        ``__index__``), not a bool, a float or a string (:class:`OptionError`).
+        """
+        token_id = _token_id(token_id, "advance")
+        nxt = self._next(self._states[-1], token_id)
         if nxt is None:
             return False
         self._states.append(nxt)
-        self._tokens.append(int(token_id))
+        self._tokens.append(token_id)
         self.last_rejection = None
         return True
 
     def validate(self, token_ids: Sequence[int]) -> int:
         """Length of the longest prefix of ``token_ids`` the grammar accepts; no state change."""
+        if isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__iter__"):
+            raise OptionError(f"validate() takes a sequence of token ids, not {type(token_ids).__name__}")
         state = self._states[-1]
         for n, tid in enumerate(token_ids):
-            nxt = self._next(state, int(tid))
+            nxt = self._next(state, _token_id(tid, f"validate(), position {n}"))
             if nxt is None:
                 return n
             state = nxt
         return len(token_ids)
 
     def rollback(self, n: int = 1) -> None:
-        """Undo the last ``n`` accepted tokens."""
+        """Undo the last ``n`` accepted tokens (an integer, 0 to the number accepted)."""
+        if isinstance(n, bool) or not hasattr(n, "__index__"):
+            raise OptionError(f"rollback() takes a whole number of tokens, not {n!r} ({type(n).__name__})")
+        n = n.__index__()
         if not 0 <= n <= len(self._tokens):
             raise OptionError(f"cannot roll back {n} tokens: only {len(self._tokens)} were accepted")
         if n:
@@ -143,13 +153,22 @@ class Matcher:
         ``bitmask`` is a numpy array or a torch tensor of shape ``(batch, ceil(V / 32))`` or
         ``(ceil(V / 32),)``, the layout xgrammar and llguidance use: bit ``i % 32`` of word
         ``i // 32`` allows token ``i``.
+
+        Anything else (another dtype, shape or type, a row ``index`` out of range, a row
+        narrower than the vocabulary's words) is an :class:`OptionError` saying what is expected;
+        a wider row gets zeros past the vocabulary.
         """
         words = self.mask_words().view(np.int32)
-        row = bitmask[index] if getattr(bitmask, "ndim", 1) == 2 else bitmask
+        row = _bitmask_row(bitmask, index, len(words))
         if isinstance(row, np.ndarray):
-            np.copyto(row, words)
+            np.copyto(row[: len(words)], words)
+            row[len(words):] = 0
         else:  # a torch tensor (on any device): built through the tensor, so the engine never imports torch
-            row.copy_(row.new_tensor(words))
+            try:
+                row[: len(words)].copy_(row.new_tensor(words))
+                row[len(words):] = 0
+            except RuntimeError as err:
+                raise OptionError(f"fill_bitmask() cannot write into this tensor: {err}") from err
 
     def allowed_token_ids(self) -> list[int]:
         """The legal next token ids, end-of-sequence ids included when the value is complete."""
@@ -187,6 +206,38 @@ class Matcher:
                         + (" or end-of-sequence" if ACCEPT in s else ""))
             s = nxt
         return f"token {token_id} ({data!r}) is not allowed here"
+
+
+def _token_id(value: Any, where: str) -> int:
+    """``value`` as a token id: an integer (``__index__``), not a bool."""
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        raise OptionError(f"{where}: a token id is an integer, not {value!r} ({type(value).__name__})")
+    try:
+        return value.__index__()
+    except (TypeError, ValueError) as err:  # e.g. a torch tensor of several elements
+        raise OptionError(f"{where}: a token id is an integer, not {value!r:.80}") from err
+
+
+_BITMASK_HELP = ("an int32 numpy array or torch tensor of shape (words,) or (batch, words), "
+                 "words = ceil(vocabulary size / 32)")
+
+
+def _bitmask_row(bitmask: Any, index: Any, words: int) -> Any:
+    """Row ``index`` of ``bitmask`` after checking it is what :meth:`Matcher.fill_bitmask` writes."""
+    dtype = str(getattr(bitmask, "dtype", ""))
+    shape = tuple(getattr(bitmask, "shape", ()))
+    if not (hasattr(bitmask, "ndim") and hasattr(bitmask, "dtype")):
+        raise OptionError(f"fill_bitmask() needs {_BITMASK_HELP}; got {type(bitmask).__name__}")
+    if dtype not in ("int32", "torch.int32"):
+        raise OptionError(f"fill_bitmask() needs {_BITMASK_HELP}; got dtype {dtype}")
+    if len(shape) not in (1, 2) or shape[-1] < words:
+        raise OptionError(f"fill_bitmask() needs {_BITMASK_HELP} (words = {words} here); got shape {shape}")
+    if len(shape) == 1:
+        return bitmask
+    if isinstance(index, (bool, np.bool_)) or not hasattr(index, "__index__") \
+            or not -shape[0] <= index.__index__() < shape[0]:
+        raise OptionError(f"fill_bitmask(): row index {index!r} is not an integer in range for a batch of {shape[0]}")
+    return bitmask[index.__index__()]
 
 
 def _show(b: int) -> str:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import threading
 
 from structgen.core.automaton import GrammarAutomaton
+from structgen.core.depth import recursion_room
 from structgen.errors import CompileError
 
 __all__ = ["ACCEPT", "ESCAPE", "GUARD", "StackMachine"]
@@ -131,6 +132,14 @@ class StackMachine:
     # -- closure and steps
 
     def closure(self, sid: int) -> StackSet:
+        got = self._closure.get(sid)
+        if got is not None:
+            return got
+        # a call that starts with a call...: Python frames per call (1,000 chained grammar rules)
+        with recursion_room():
+            return self._closure_of(sid)
+
+    def _closure_of(self, sid: int) -> StackSet:
         got = self._closure.get(sid)
         if got is not None:
             return got

@@ -235,6 +235,9 @@ def vocabulary_for(tokenizer: Any, **options: Any) -> Vocabulary:
     """
     if isinstance(tokenizer, Vocabulary):
         return tokenizer
+    if not (hasattr(tokenizer, "__len__") and hasattr(tokenizer, "convert_ids_to_tokens")):
+        raise OptionError(f"tokenizer must be a Hugging Face tokenizer or a structgen.Vocabulary, "
+                          f"not {type(tokenizer).__name__} ({tokenizer!r:.80})")
     if options:
         return Vocabulary.from_tokenizer(tokenizer, **options)
     try:

@@ -115,7 +115,15 @@ class ReadOnly:
     def __enter__(self) -> sqlite3.Connection:
         if isinstance(self.database, sqlite3.Connection):
             con = self.database
+            try:
+                con.total_changes  # raises on a closed connection
+            except sqlite3.ProgrammingError as err:
+                raise SqlError(f"the sqlite3 connection cannot be used: {err}; pass an open "
+                               "connection or the database's path") from err
         else:
+            if not isinstance(self.database, (str, os.PathLike)):
+                raise SqlError(f"a database is a path or a sqlite3.Connection, not "
+                               f"{type(self.database).__name__} ({self.database!r:.80})")
             path = Path(self.database)
             if not path.is_file():
                 raise SqlError(f"no SQLite database at {str(path)!r}")

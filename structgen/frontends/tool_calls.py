@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 from structgen.errors import OptionError, ParseError, SchemaError, ToolSpecError, UnsupportedFeatureError
 from structgen.core.ir import Alt, ByteClass, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq, substitute
+from structgen.core.depth import MAX_NESTING, recursion_room, too_deep
 from structgen.frontends.json_text import UTF8_MULTI
 
 __all__ = ["ToolFormat", "FORMATS", "ToolSpec", "ToolSpecError", "read_tools", "read_tool_choice",
@@ -192,8 +193,13 @@ def read_tools(tools: Any) -> list[ToolSpec]:
         if not isinstance(params, dict):
             raise ToolSpecError(f"parameters must be a JSON schema object, not {type(params).__name__}",
                                 tool=name, pointer=ptr)
-        errors = sorted(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params),
-                        key=lambda e: list(e.absolute_path))
+        deep = too_deep(params)
+        if deep is not None:
+            raise ToolSpecError(f"parameters nest more than {MAX_NESTING} objects and arrays deep here",
+                                tool=name, pointer=ptr + deep)
+        with recursion_room():  # the meta-schema check recurses per level of nesting
+            errors = sorted(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params),
+                            key=lambda e: list(e.absolute_path))
         if errors:
             err = errors[0]
             inner = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
@@ -280,8 +286,9 @@ def tool_call_grammar(specs: list[ToolSpec], fmt: ToolFormat, *, choice: Choice 
         calls = []
         for k, spec in enumerate(allowed):
             try:
-                sub, _ = translate_schema(open_free_objects(spec.parameters), whitespace="compact",
-                                          strict=strict, canonical=True)
+                with recursion_room():  # open_free_objects recurses per level, as the walk does
+                    sub, _ = translate_schema(open_free_objects(spec.parameters), whitespace="compact",
+                                              strict=strict, canonical=True)
             except UnsupportedFeatureError as err:
                 raise _in_tool(err, spec) from err
             except SchemaError as err:

@@ -204,6 +204,9 @@ def generate_tool_calls_with(context: ModelContext, tools: Any, messages: Any, c
     mode, names = read_tool_choice(tool_choice, specs)
     if isinstance(format, str) and format not in FORMATS:
         raise OptionError(f"unknown tool-call format {format!r}; known: {sorted(FORMATS)}")
+    if not (format is None or isinstance(format, (str, ToolFormat))):
+        raise OptionError(f"format must be a name from {sorted(FORMATS)}, a ToolFormat or None, "
+                          f"not {type(format).__name__} ({format!r:.80})")
     fmt = FORMATS[format] if isinstance(format, str) else format
     prompt, fmt, rendered_by = tool_prompt(context.tokenizer, specs, messages, fmt)
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,

@@ -44,6 +44,7 @@ import re
 from typing import Any, Callable, Iterable, Iterator, Literal
 
 from structgen.core.budget import charge, describe_with, place
+from structgen.core.depth import MAX_NESTING, recursion_room, too_deep
 from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
 from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.frontends.json_schema.arrays import array_expr
@@ -241,6 +242,13 @@ class _Converter:
             self.rules[name] = build()
         return Ref(name)
 
+    def ref_alone(self, schema: Any) -> bool:
+        """``schema`` is a ``$ref`` alone (or beside keywords its draft ignores)."""
+        if not isinstance(schema, dict) or "$ref" not in schema:
+            return False
+        constraints = [k for k in schema if k in SUPPORTED_KEYWORDS]
+        return constraints == ["$ref"] or ("$ref" in constraints and self.merger.ref_alone)
+
     def body(self, schema: Any, ptr: str) -> Expr:
         if schema is True or schema == {}:
             return self.primitive("value")
@@ -252,10 +260,20 @@ class _Converter:
                               pointer=ptr)
         self.check(schema, ptr)
         constraints = [k for k in schema if k in SUPPORTED_KEYWORDS]
-        if constraints == ["$ref"] or ("$ref" in constraints and self.merger.ref_alone):
+        if self.ref_alone(schema):
             # alone (or beside keywords its draft ignores): the target's rule, shared
             target = resolve_ref(self.root, schema["$ref"], ptr)
-            return self.convert(target.schema, target.pointer)
+            chain = []  # a chain of such references is followed here, not by recursion (300 $defs)
+            seen = {ptr}
+            while self.ref_alone(target.schema) and target.pointer not in self.by_pointer \
+                    and target.pointer not in seen:
+                seen.add(target.pointer)
+                chain.append(target)
+                target = resolve_ref(self.root, target.schema["$ref"], target.pointer)
+            got = self.convert(target.schema, target.pointer)
+            for link in reversed(chain):  # each link's target has its rule now: no recursion
+                got = self.convert(link.schema, link.pointer)
+            return got
         if constraints == ["allOf"] and isinstance(schema["allOf"], list) and len(schema["allOf"]) == 1:
             return self.convert(schema["allOf"][0], join_pointer(ptr, "allOf", 0))  # one branch: its rule, shared
         if constraints == ["anyOf"]:  # alone: the branches' rules; a branch matching nothing is dropped
@@ -344,11 +362,56 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
     check_json_data(schema)
+    deep = too_deep(schema)
+    if deep is not None:
+        raise SchemaError(f"the schema nests more than {MAX_NESTING} objects and arrays deep here; "
+                          "use \"$ref\" to definitions to flatten it", pointer=deep)
+    _check_surrogates(schema)
     conv = _Converter(schema, whitespace, strict, canonical, lenient)
-    conv.convert(schema, "")
+    with recursion_room():  # the walk recurses per level of nesting (bounded just above)
+        conv.convert(schema, "")
     describe_with(_rule_places(conv))
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
+
+
+_TEXT_KEYWORDS = ("const", "enum", "required")
+_NAME_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependentRequired")
+
+
+def _check_surrogates(schema: Any) -> None:
+    """A property name, ``required`` entry or ``const``/``enum`` string holding a lone surrogate
+    (``"\\ud800"`` in JSON text, which ``json.loads`` accepts) is a SchemaError naming where: a
+    generated value is UTF-8 text, which cannot hold one. Elsewhere (descriptions) it is left be."""
+    todo: list[tuple[Any, str, bool]] = [(schema, "", False)]  # (node, pointer, a value's text)
+    seen: set[int] = set()
+    while todo:
+        node, ptr, text = todo.pop()
+        if isinstance(node, str):
+            if text and not node.isascii():
+                _refuse_surrogate(node, ptr)
+            continue
+        if not isinstance(node, (dict, list)) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, list):
+            todo.extend((v, join_pointer(ptr, i), text) for i, v in enumerate(node))
+            continue
+        names = ptr.rpartition("/")[2] in _NAME_MAPS  # keys here are names, not keywords
+        for key, value in node.items():
+            if isinstance(key, str) and (text or (names and ptr.endswith("/properties"))) \
+                    and not key.isascii():
+                _refuse_surrogate(key, join_pointer(ptr, key))
+            todo.append((value, join_pointer(ptr, key), text or (key in _TEXT_KEYWORDS and not names)))
+
+
+def _refuse_surrogate(text: str, ptr: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise SchemaError(f"the string {text!r:.60} holds a lone surrogate ({text[err.start]!r} at "
+                          f"character {err.start}), which UTF-8 text cannot hold, so no generated "
+                          "value can spell it; use a whole character or a pair", pointer=ptr) from err
 
 
 #: At most this many JSON values in a schema, counting a container shared by several places

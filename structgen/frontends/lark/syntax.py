@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from structgen.core.depth import MAX_NESTING
 from structgen.errors import GrammarError
 
 __all__ = ["AltN", "Def", "Name", "Parser", "Range", "Re", "RepN", "SeqN", "Source", "Str", "Tok"]
@@ -273,14 +274,15 @@ class Parser:
 
     def atom(self):
         t = self.take()
-        if t.text == "(":
+        if t.text in ("(", "["):
+            self.depth = getattr(self, "depth", 0) + 1
+            if self.depth > MAX_NESTING:
+                raise self.src.error(f"groups nest more than {MAX_NESTING} deep here", t.pos,
+                                     "Move the inner part into a rule of its own.")
             inner = self.expansions()
-            self.expect(")", "')'", opener=t)
-            return inner
-        if t.text == "[":
-            inner = self.expansions()
-            self.expect("]", "']'", opener=t)
-            return RepN(inner, 0, 1)
+            self.expect(")" if t.text == "(" else "]", "')'" if t.text == "(" else "']'", opener=t)
+            self.depth -= 1
+            return inner if t.text == "(" else RepN(inner, 0, 1)
         if t.kind == "string":
             lit = Str(_unescape(self.src, t), t.text.endswith("i"), t.pos)
             if self.peek().text == "..":
