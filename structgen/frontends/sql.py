@@ -51,8 +51,12 @@ __all__ = ["SqlSchema", "CompiledSql", "ReadOnly", "SqlError", "read_schema",
 
 #: Work units of compile budget each table or column name adds (measured: the strict grammar of
 #: Spider's atis, 124 names, takes 670k units; 33 databases take 2,300-3,300 units a name beyond
-#: the first 300k; since rule automata are also charged for the byte edges they read, 1.5x that).
-BUDGET_PER_NAME = 6_000
+#: the first 300k).
+BUDGET_PER_NAME = 4_000
+#: Work units the query grammar itself takes beyond a schema's budget: its lexer's automata read
+#: wide byte classes, which the budget charges (core.automaton._units): ~550k for a strict
+#: grammar of a dozen names (Spider's singer, 1.4 s here).
+SQL_GRAMMAR_UNITS = 600_000
 #: The bundled SQLite query grammar (Lark format), package data found through importlib.resources.
 SQL_GRAMMAR = files("structgen") / "grammars" / "sqlite.lark"
 _NAME_SLOTS = "TABLE_NAME: NAME\nCOLUMN_NAME: NAME\n"
@@ -278,11 +282,11 @@ def compile_schema(schema: SqlSchema, compiler: Any, *, strict: bool = False, wh
     keeps the compiled grammar for the same names).
 
     The grammar grows with the database, so its compile budget does too: the compiler's budget
-    plus :data:`BUDGET_PER_NAME` work units per table and column name (an outer budget is the
-    one that counts, see :func:`~structgen.core.budget.compile_budget`)."""
+    plus :data:`SQL_GRAMMAR_UNITS` plus :data:`BUDGET_PER_NAME` work units per table and column
+    name (an outer budget is the one that counts, see :func:`~structgen.core.budget.compile_budget`)."""
     text = sql_grammar_text(schema, grammar, strict=strict, whitespace=whitespace)
     names = len(schema.tables) + len({c.lower() for cols in schema.tables.values() for c in cols})
-    limit = None if compiler.budget is None else compiler.budget + BUDGET_PER_NAME * names
+    limit = None if compiler.budget is None else compiler.budget + SQL_GRAMMAR_UNITS + BUDGET_PER_NAME * names
     with compile_budget(limit):
         return CompiledSql(compiler.grammar_file(text, start="start"), schema, text)
 
