@@ -52,6 +52,7 @@ from structgen.frontends.json_schema.facts import Merged
 from structgen.frontends.json_schema.keywords import (ASSERTION_KEYWORDS, KEYWORDS, LENIENT_KEYWORDS,
                                                       SUPPORTED_KEYWORDS, keyword_table)
 from structgen.frontends.json_schema.lowering import Relaxed
+from structgen.frontends.json_schema.metaschema import check_metaschema
 from structgen.frontends.json_schema.numbers import number_ir
 from structgen.frontends.json_schema.objects import key_except, object_expr, object_of
 from structgen.frontends.json_schema.refs import resolve_ref
@@ -339,6 +340,7 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
     _check_keys(schema)
+    check_metaschema(schema)  # a malformed keyword value is refused, never skipped
     conv = _Converter(schema, whitespace, strict, canonical, lenient)
     conv.convert(schema, "")
     describe_with(_rule_places(conv))
