@@ -98,6 +98,9 @@ WELL_FORMED = [
     ({"type": "array", "items": [{"type": "string"}], "additionalItems": False}, ["a"], True),
     ({"enum": ["a", "a", "b"]}, "b", True),  # duplicates: no meaning lost (draft 4 forbids them)
     ({"type": ["string", "string"]}, "x", True),
+    ({"$schema": D4, "type": ["object", "object"], "properties": {"a": {"enum": ["x", "x"]}},
+      "required": ["a", "a"]}, {"a": "x"}, True),
+    ({"$schema": D2020, "type": ["object", "object"], "required": ["a", "a"]}, {"a": 1}, True),
     ({"$schema": D7, "type": "string", "x-anything": {"$id": 5, "type": 3}}, "x", True),  # data, not a schema
     ({"type": "string", "pattern": "\\p{L}"}, "é", None),  # ECMA-262 pattern: not held to Python's re
 ]

@@ -49,7 +49,7 @@ import re
 from typing import Any, Iterator
 
 from jsonschema import (Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator,
-                        Draft202012Validator, validators)
+                        Draft202012Validator)
 from jsonschema.exceptions import ValidationError, best_match, relevance
 
 from structgen.errors import SchemaError
@@ -117,12 +117,25 @@ def check_metaschema(schema: Any) -> None:
 
 
 def _checker(cls: type) -> Any:
-    """A validator of ``cls``'s metaschema that lets duplicates be (``uniqueItems`` off)."""
     got = _CHECKERS.get(cls)
     if got is None:
-        lax = validators.extend(cls, {"uniqueItems": lambda *args: None})
-        _CHECKERS[cls] = got = lax(cls.META_SCHEMA)
+        _CHECKERS[cls] = got = cls(cls.META_SCHEMA)
     return got
+
+
+def _duplicates_only(error: ValidationError) -> bool:
+    """Whether ``error`` only says that an array has duplicates (directly, or as the reason a
+    branch of ``anyOf``/``oneOf`` failed): let be (see the module docstring). A validator class
+    extended with a lax ``uniqueItems`` would not do: python-jsonschema switches back to the
+    metaschema's own class on each ``$ref`` to it."""
+    if error.validator == "uniqueItems":
+        return True
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        branches: dict[Any, list[ValidationError]] = {}
+        for sub in error.context:
+            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+        return any(all(_duplicates_only(e) for e in errs) for errs in branches.values())
+    return False
 
 
 def _errors(schema: Any, cls: type, *, everything: bool) -> list[tuple[ValidationError, tuple[Any, ...]]]:
@@ -132,7 +145,7 @@ def _errors(schema: Any, cls: type, *, everything: bool) -> list[tuple[Validatio
     found = []
     for piece, path in _pieces(schema):
         try:
-            errors = list(checker.iter_errors(piece))
+            errors = [e for e in checker.iter_errors(piece) if not _duplicates_only(e)]
         except RecursionError as err:  # values nested deeper than Python's recursion limit
             raise SchemaError("the schema is nested too deeply to be checked against its metaschema",
                               pointer=join_pointer("", *path)) from err
