@@ -1,8 +1,9 @@
-"""JSON-Schema-Test-Suite (draft 2020-12) conformance report: what compiles, what is refused, why.
+"""JSON-Schema-Test-Suite conformance report (drafts 2020-12 and 7): what compiles, what is refused, why.
 
 Run::
 
-    .venv/bin/python benchmarks/schema_suite.py                      # SmolLM2 tokenizer
+    .venv/bin/python benchmarks/schema_suite.py                      # SmolLM2 tokenizer, every draft
+    .venv/bin/python benchmarks/schema_suite.py --draft draft7       # one draft
     .venv/bin/python benchmarks/schema_suite.py --tokenizer gemma --out /tmp/suite-gemma.md
 
 Uses the runner of ``tests/schema_suite.py`` (the one ``tests/test_schema_suite.py`` asserts
@@ -10,7 +11,8 @@ on): each group's schema is compiled with ``whitespace="flexible"``; it is *comp
 (a ``StructgenError``) or *crashed* (anything else: a bug). Each test instance of a compiled
 group is walked token by token, compact and ``indent=2``; a *wrong verdict* is an instance
 accepted that the suite says is invalid, or the reverse. ``format`` is asserted (see the runner's
-docstring for the ``format.json`` labels this flips).
+docstring for the ``format.json`` labels this flips). A draft-7 schema without ``$schema`` is
+given draft 7's (the runner's :func:`with_dialect`).
 
 The markdown report goes to stdout and to ``benchmarks/results/schema-suite.md`` (``--out``).
 """
@@ -66,7 +68,7 @@ def _reasons(counter: Counter, top: int | None = None) -> str:
 
 
 def report(args: argparse.Namespace, tokenizer: Any, results: dict[str, ss.FileResult],
-           wall_s: float) -> str:
+           wall_s: float, draft: str = "draft2020-12") -> str:
     from structgen.engine.vocab import vocabulary_for
 
     vocab = vocabulary_for(tokenizer)
@@ -77,7 +79,7 @@ def report(args: argparse.Namespace, tokenizer: Any, results: dict[str, ss.FileR
     wrong = [(r.name, w) for r in all_res for w in r.wrong]
     crashes = [(r.name, g) for r in all_res for g in r.crashes]
     lines = [
-        "# JSON-Schema-Test-Suite (draft 2020-12) conformance",
+        f"# JSON-Schema-Test-Suite ({draft}) conformance",
         "",
         f"- command: `{shlex.join(['python', *sys.argv])}`",
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; "
@@ -86,7 +88,8 @@ def report(args: argparse.Namespace, tokenizer: Any, results: dict[str, ss.FileR
         f"Python {platform.python_version()}; structgen checkout {git_commit()}",
         f"- tokenizer: {args.tokenizer} ({vocab.size} tokens); grammar whitespace `flexible`; "
         "instances walked compact and `indent=2`",
-        f"- data: `{ss.SUITE_DIR}` (required files + optional/format/{{{','.join(ss.FORMATS)}}})",
+        f"- data: `{ss.SUITE_ROOT / draft}` (required files + optional/format/{{{','.join(ss.FORMATS[draft])}}}"
+        f" + optional/{{{','.join(ss.OPTIONAL[draft])}}})",
         "",
         "Compiled: the schema compiles. Refused: a `StructgenError` (reason: the unsupported keyword, "
         "or the error's message). Crashed: any other exception (a bug). Wrong: a test instance "
@@ -163,6 +166,7 @@ def report(args: argparse.Namespace, tokenizer: Any, results: dict[str, ss.FileR
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokenizer", choices=("smollm2", "gemma"), default="smollm2")
+    p.add_argument("--draft", choices=ss.DRAFTS, action="append", help="a draft to run (default: every one)")
     p.add_argument("--out", type=Path, default=RESULTS / "schema-suite.md", help="report path")
     return p.parse_args(argv)
 
@@ -173,11 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     from structgen.engine.vocab import vocabulary_for
 
     vocabulary_for(tokenizer)  # built before the clock starts
-    start = time.perf_counter()
-    results = ss.run_suite(tokenizer)
-    wall_s = time.perf_counter() - start
-    text = report(args, tokenizer, results, wall_s)
-    publish(text, args.out)
+    sections = []
+    for draft in args.draft or ss.DRAFTS:
+        start = time.perf_counter()
+        results = ss.run_suite(tokenizer, draft=draft)
+        wall_s = time.perf_counter() - start
+        sections.append(report(args, tokenizer, results, wall_s, draft))
+    publish("\n".join(sections), args.out)
     return 0
 
 

@@ -1,17 +1,23 @@
-"""The official JSON-Schema-Test-Suite (draft 2020-12) run against structgen's grammars.
+"""The official JSON-Schema-Test-Suite (every draft in the data: 2020-12 and 7) run against structgen.
 
 Shared by ``tests/test_schema_suite.py`` (CI assertions) and ``benchmarks/schema_suite.py``
-(markdown report). The data is ``json-schema-test-suite/tests/draft2020-12/`` in the shared data
+(markdown report). The data is ``json-schema-test-suite/tests/<draft>/`` in the shared data
 folder (``../shared/data`` beside the repository, or ``$STRUCTGEN_DATA_DIR``; located as
 :mod:`maskbench` does). Each keyword file is a list of groups ``{"description", "schema",
 "tests": [{"description", "data", "valid"}]}``.
 
-Scope (:func:`scope`): every required file of draft 2020-12, plus the ``optional/format`` files
-of :data:`FORMATS`. The files of :data:`OUTSIDE_FLOOR` (``$dynamicRef``, ``unevaluated*``,
-``$vocabulary``) are run and reported but kept out of the compile rate.
+Scope (:func:`scope`), per draft of :data:`DRAFTS`: every required file (:data:`REQUIRED`), the
+``optional/format`` files of :data:`FORMATS`, and the optional files about what is and is not
+an identifier or a reference target (:data:`OPTIONAL`). The files of :data:`OUTSIDE_FLOOR`
+(``$dynamicRef``, ``unevaluated*``, ``$vocabulary``) are run and reported but kept out of the
+compile rate.
 
 How a group is run (:func:`run_group`):
 
+* the suite's draft-7 schemas do not say their draft (the suite's runner knows it), and
+  structgen reads a schema without ``$schema`` as 2020-12 does where drafts differ (see
+  ``structgen/frontends/json_schema/metaschema.py``): so a root schema object without
+  ``$schema`` is given the draft's (:data:`DIALECTS`);
 * its schema is compiled with ``compile_json_schema(schema, tokenizer, whitespace="flexible")``;
   the outcome is *compiled*, *refused* (a :class:`structgen.StructgenError`: structgen says it
   cannot honour the schema, which is allowed) or *crashed* (any other exception: a bug);
@@ -43,15 +49,21 @@ from typing import Any, Iterable
 from maskbench import DATA_DIR, compact, indented
 
 __all__ = [
+    "SUITE_ROOT",
     "SUITE_DIR",
+    "DRAFTS",
+    "DIALECTS",
     "REQUIRED",
     "FORMATS",
+    "OPTIONAL",
     "OUTSIDE_FLOOR",
     "SuiteFile",
     "WrongVerdict",
     "GroupResult",
     "FileResult",
+    "names",
     "scope",
+    "with_dialect",
     "load_groups",
     "run_group",
     "run_file",
@@ -60,23 +72,48 @@ __all__ = [
     "SERIALISATIONS",
 ]
 
-SUITE_DIR = DATA_DIR / "json-schema-test-suite" / "tests" / "draft2020-12"
+SUITE_ROOT = DATA_DIR / "json-schema-test-suite" / "tests"
+#: The drafts run, newest first (folders below :data:`SUITE_ROOT`).
+DRAFTS = ("draft2020-12", "draft7")
+#: The ``$schema`` a root schema object of each draft is given when it has none.
+DIALECTS = {"draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+            "draft7": "http://json-schema.org/draft-07/schema#"}
+SUITE_DIR = SUITE_ROOT / "draft2020-12"
 
-#: The required (non-optional) keyword files of draft 2020-12, by stem.
-REQUIRED = (
-    "additionalProperties", "allOf", "anchor", "anyOf", "boolean_schema", "const", "contains",
-    "content", "default", "defs", "dependentRequired", "dependentSchemas", "dynamicRef", "enum",
-    "exclusiveMaximum", "exclusiveMinimum", "format", "if-then-else", "infinite-loop-detection",
-    "items", "maxContains", "maxItems", "maxLength", "maxProperties", "maximum", "minContains",
+_REQUIRED_7 = (
+    "additionalItems", "additionalProperties", "allOf", "anyOf", "boolean_schema", "const", "contains",
+    "default", "definitions", "dependencies", "enum", "exclusiveMaximum", "exclusiveMinimum", "format",
+    "if-then-else", "infinite-loop-detection", "items", "maxItems", "maxLength", "maxProperties", "maximum",
     "minItems", "minLength", "minProperties", "minimum", "multipleOf", "not", "oneOf", "pattern",
-    "patternProperties", "prefixItems", "properties", "propertyNames", "ref", "refRemote",
-    "required", "type", "unevaluatedItems", "unevaluatedProperties", "uniqueItems", "vocabulary",
+    "patternProperties", "properties", "propertyNames", "ref", "refRemote", "required", "type", "uniqueItems",
 )
-#: The ``optional/format`` files in scope (format assertion tests), by stem.
-FORMATS = (
-    "date", "time", "date-time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri",
-    "uri-reference", "unknown",
-)
+#: The required (non-optional) keyword files of each draft, by stem.
+REQUIRED = {
+    "draft2020-12": (
+        "additionalProperties", "allOf", "anchor", "anyOf", "boolean_schema", "const", "contains",
+        "content", "default", "defs", "dependentRequired", "dependentSchemas", "dynamicRef", "enum",
+        "exclusiveMaximum", "exclusiveMinimum", "format", "if-then-else", "infinite-loop-detection",
+        "items", "maxContains", "maxItems", "maxLength", "maxProperties", "maximum", "minContains",
+        "minItems", "minLength", "minProperties", "minimum", "multipleOf", "not", "oneOf", "pattern",
+        "patternProperties", "prefixItems", "properties", "propertyNames", "ref", "refRemote",
+        "required", "type", "unevaluatedItems", "unevaluatedProperties", "uniqueItems", "vocabulary",
+    ),
+    "draft7": _REQUIRED_7,
+}
+#: The ``optional/format`` files in scope (format assertion tests), by stem (draft 7 has no
+#: ``duration`` or ``uuid``).
+FORMATS = {
+    "draft2020-12": ("date", "time", "date-time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+                     "uri", "uri-reference", "unknown"),
+    "draft7": ("date", "time", "date-time", "email", "hostname", "ipv4", "ipv6", "uri", "uri-reference",
+               "unknown"),
+}
+#: Optional files in scope: an ``$id`` inside an enum or an unknown keyword is no identifier;
+#: a ``$ref`` may point into an unknown keyword.
+OPTIONAL = {
+    "draft2020-12": ("id", "unknownKeyword", "refOfUnknownKeyword"),
+    "draft7": ("id", "unknownKeyword"),
+}
 #: Run and reported, but outside the compile-rate floor.
 OUTSIDE_FLOOR = frozenset({"dynamicRef", "unevaluatedItems", "unevaluatedProperties", "vocabulary"})
 
@@ -90,11 +127,17 @@ _ANNOTATION_ONLY = re.compile(r"^invalid (\S+) string is only an annotation by d
 
 @dataclass(frozen=True)
 class SuiteFile:
-    """One keyword file: ``name`` is its path below ``draft2020-12/`` without ``.json``."""
+    """One keyword file: ``name`` is its path below ``<draft>/`` without ``.json``."""
 
     name: str
     path: Path
     in_floor: bool
+    draft: str = "draft2020-12"
+
+    @property
+    def key(self) -> str:
+        """``<draft>/<name>``: unique over every draft."""
+        return f"{self.draft}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -181,11 +224,17 @@ class FileResult:
 # ------------------------------------------------------------------ loading
 
 
-def scope() -> list[SuiteFile]:
-    """The files in scope, required files first; a missing file raises ``FileNotFoundError``."""
-    files = [SuiteFile(n, SUITE_DIR / f"{n}.json", n not in OUTSIDE_FLOOR) for n in REQUIRED]
-    files += [SuiteFile(f"optional/format/{n}", SUITE_DIR / "optional" / "format" / f"{n}.json", True)
-              for n in FORMATS]
+def names(draft: str = "draft2020-12") -> list[str]:
+    """The names of the files in scope for ``draft``, in :func:`scope` order."""
+    return (list(REQUIRED[draft]) + [f"optional/format/{n}" for n in FORMATS[draft]]
+            + [f"optional/{n}" for n in OPTIONAL[draft]])
+
+
+def scope(draft: str = "draft2020-12") -> list[SuiteFile]:
+    """The files in scope for ``draft``, required files first; a missing file raises
+    ``FileNotFoundError``."""
+    folder = SUITE_ROOT / draft
+    files = [SuiteFile(n, folder / f"{n}.json", n.split("/")[0] not in OUTSIDE_FLOOR, draft) for n in names(draft)]
     missing = [str(f.path) for f in files if not f.path.is_file()]
     if missing:
         raise FileNotFoundError(
@@ -258,15 +307,25 @@ def _expected(file_name: str, test: dict[str, Any]) -> tuple[bool, bool]:
     return bool(test["valid"]), False
 
 
-def run_group(group: dict[str, Any], tokenizer: Any, *, file_name: str = "") -> GroupResult:
-    """Compile one group's schema and walk each test instance (see the module docstring)."""
+def with_dialect(schema: Any, draft: str) -> Any:
+    """``schema`` with the ``$schema`` of ``draft`` added to a root object that has none."""
+    if isinstance(schema, dict) and "$schema" not in schema:
+        return {"$schema": DIALECTS[draft], **schema}
+    return schema
+
+
+def run_group(group: dict[str, Any], tokenizer: Any, *, file_name: str = "",
+              draft: str = "draft2020-12") -> GroupResult:
+    """Compile one group's schema (in ``draft``) and walk each test instance (see the module
+    docstring)."""
     import structgen
     from structgen.engine.vocab import vocabulary_for
 
     start = time.perf_counter()
     res = GroupResult(description=group["description"], outcome="compiled")
     try:
-        compiled = structgen.compile_json_schema(group["schema"], tokenizer, whitespace="flexible")
+        compiled = structgen.compile_json_schema(with_dialect(group["schema"], draft), tokenizer,
+                                                 whitespace="flexible")
     except structgen.StructgenError as err:
         res.outcome, res.error_class = "refused", type(err).__name__
         res.reason, res.message = _reason(err), str(err)
@@ -307,13 +366,13 @@ def run_file(file: SuiteFile, tokenizer: Any, *, groups: Iterable[int] | None = 
     picked = range(len(loaded)) if groups is None else [i for i in groups if i < len(loaded)]
     out = FileResult(file)
     for i in picked:
-        out.groups.append(run_group(loaded[i], tokenizer, file_name=file.name))
+        out.groups.append(run_group(loaded[i], tokenizer, file_name=file.name, draft=file.draft))
     return out
 
 
-def run_suite(tokenizer: Any, *, first_group_only: bool = False) -> dict[str, FileResult]:
-    """Every file in :func:`scope`, by name (``first_group_only``: group 0 of each file)."""
-    return {f.name: run_file(f, tokenizer, groups=[0] if first_group_only else None) for f in scope()}
+def run_suite(tokenizer: Any, *, draft: str = "draft2020-12", first_group_only: bool = False) -> dict[str, FileResult]:
+    """Every file in :func:`scope` of ``draft``, by name (``first_group_only``: group 0 of each file)."""
+    return {f.name: run_file(f, tokenizer, groups=[0] if first_group_only else None) for f in scope(draft)}
 
 
 #: Keywords of the structures issue (objects, arrays, combinators, references): groups refused

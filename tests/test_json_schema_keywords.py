@@ -123,11 +123,13 @@ def test_unevaluated_under_a_declared_old_draft(keyword, extra):
     m = compiled.matcher()
     assert all(m.advance(b) for b in extra) and m.can_end()
     new = {**old, "$schema": "https://json-schema.org/draft/2020-12/schema"}
+    if "items" in new:  # 2020-12 spells a tuple prefixItems (its metaschema refuses array items)
+        new["prefixItems"] = new.pop("items")
     assert structgen.compile_json_schema(new, BYTES).matcher().validate(list(extra)) < len(extra)
 
 
 def test_unevaluated_must_be_a_schema():
-    with pytest.raises(SchemaError, match="unevaluatedItems must be a schema"):
+    with pytest.raises(SchemaError, match="'unevaluatedItems' must be an object or a boolean"):  # metaschema
         structgen.compile_json_schema({"unevaluatedItems": 3}, BYTES)
 
 
@@ -214,5 +216,6 @@ def test_references_read_as_the_draft_says(schema, value, valid):
     {"$schema": D2020, "$defs": {"n": {"$id": "#num"}}, "$ref": "#num"},  # $id: "#x" is draft 6/7
 ])
 def test_an_anchor_the_declared_draft_does_not_spell_is_not_found(schema):
-    with pytest.raises(SchemaError, match="no \\$anchor named 'num'"):
+    # (2020-12's metaschema refuses an $id with a fragment before the reference is looked up)
+    with pytest.raises(SchemaError, match="no \\$anchor named 'num'|'\\$id' must match"):
         structgen.compile_json_schema(schema, BYTES)

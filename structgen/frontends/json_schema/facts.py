@@ -351,7 +351,7 @@ def merge_required(g: Gathering, part: Part, kw: str) -> None:
     req, ptr = part.schema[kw], part.pointer
     if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
         raise SchemaError("required must be an array of strings", pointer=join_pointer(ptr, "required"))
-    g.m.required += [r for r in req if r not in g.m.required]
+    g.m.required += [r for r in dict.fromkeys(req) if r not in g.m.required]  # each key once
 
 
 def merge_count(field_name: str, *, lower: bool) -> Callable[[Gathering, Part, str], None]:

@@ -7,6 +7,11 @@ resolver library): ``id`` in drafts 3 and 4, ``$id`` later, ignored beside ``$re
 target (rules, memo keys and error messages are named by it), which ``referencing`` does not
 give, and only the document's own resources are reached (a remote reference is refused).
 
+Only subschemas are resources: an ``$id`` (or anchor) counts where a schema stands (the value of
+``not``, ``items``, an ``allOf`` entry, a ``properties`` value ... :func:`subschemas`), not inside
+``enum``/``const`` values or unknown keywords, whose content is data (JSON-Schema-Test-Suite
+``optional/unknownKeyword``, ``optional/id``); a ``$ref`` may still point into such content.
+
 Example
 -------
 >>> doc = {"$id": "http://x.org/root", "$defs": {"a": {"$id": "a", "$anchor": "top", "type": "null"}}}
@@ -19,7 +24,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from referencing import Specification
 from referencing.jsonschema import DRAFT3, DRAFT4, DRAFT6, DRAFT7, DRAFT201909, DRAFT202012
@@ -28,7 +33,7 @@ from structgen.errors import SchemaError, UnsupportedFeatureError
 from structgen.frontends.json_schema.terms import Part
 from structgen.frontends.json_schema.values import join_pointer
 
-__all__ = ["resolve_ref"]
+__all__ = ["resolve_ref", "subschemas"]
 
 
 def resolve_ref(root: Any, ref: Any, ptr: str) -> Part:
@@ -93,19 +98,67 @@ class _Document:
     anchor_specs: tuple[Specification, ...] = (DRAFT202012,)
 
     def base_at(self, root: Any, ptr: str) -> str:
-        """The base URI in force at ``ptr`` (the ``$id`` of the nearest resource around it)."""
+        """The base URI in force at ``ptr`` (the ``$id`` of the nearest resource around it):
+        identifiers count on the way while the path runs through subschemas; inside data (an
+        unknown keyword, an ``enum``), none does."""
         got = self.bases.get(ptr)
         if got is None:
-            base, node = _own_id(root, "", self.spec), root
+            base, node, at = _own_id(root, "", self.spec), root, "schema"
             for part in ptr.split("/")[1:]:
                 part = part.replace("~1", "/").replace("~0", "~")
                 try:
-                    node = node[int(part)] if isinstance(node, list) else node[part]
+                    child = node[int(part)] if isinstance(node, list) else node[part]
                 except (KeyError, IndexError, ValueError, TypeError):
                     break
-                base = _own_id(node, base, self.spec)
+                at = _position(at, part, child)
+                if at == "schema":
+                    base = _own_id(child, base, self.spec)
+                node = child
             self.bases[ptr] = got = base
         return got
+
+
+#: Keywords whose value is one subschema, an array of subschemas, an object of subschemas: the
+#: spellings of every draft, as the compiler reads them all (``items`` of drafts 4 to 2019-09 is
+#: an array of subschemas too; ``dependencies`` values that are arrays of names are not schemas).
+_IN_VALUE = frozenset({"additionalItems", "additionalProperties", "contains", "contentSchema", "else", "if",
+                       "items", "not", "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties"})
+_IN_ARRAY = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_IN_OBJECT = frozenset({"$defs", "definitions", "dependentSchemas", "dependencies", "patternProperties",
+                        "properties"})
+
+
+def subschemas(node: Any) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """The subschemas directly inside the schema ``node``, each with its path below it
+    (``("not",)``, ``("allOf", 0)``, ``("properties", "a")``); data (``enum``, unknown keywords)
+    holds none.
+
+    >>> [p for p, _ in subschemas({"not": {}, "allOf": [True], "x-a": {"not": {}}, "enum": [{}]})]
+    [('not',), ('allOf', 0)]
+    """
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in _IN_VALUE and isinstance(value, (dict, bool)):
+            yield (key,), value
+        elif key in _IN_ARRAY and isinstance(value, list):
+            yield from (((key, i), v) for i, v in enumerate(value) if isinstance(v, (dict, bool)))
+        elif key in _IN_OBJECT and isinstance(value, dict):
+            yield from (((key, k), v) for k, v in value.items() if isinstance(v, (dict, bool)))
+
+
+def _position(at: str | None, key: str, child: Any) -> str | None:
+    """What ``child`` (under ``key`` of a node that is ``at``) is: ``"schema"``, ``"members"`` (an
+    array or object of subschemas) or None (data)."""
+    if at == "members":
+        return "schema" if isinstance(child, (dict, bool)) else None
+    if at != "schema":
+        return None
+    if key in _IN_VALUE and isinstance(child, (dict, bool)):
+        return "schema"
+    if (key in _IN_ARRAY and isinstance(child, list)) or (key in _IN_OBJECT and isinstance(child, dict)):
+        return "members"
+    return None
 
 
 #: The keywords ``referencing`` reads identifiers and anchors from (only string values are passed
@@ -143,7 +196,6 @@ def _specification(root: Any) -> tuple[Specification, tuple[Specification, ...]]
 
 
 _DOCUMENTS: dict[int, tuple[Any, _Document]] = {}
-_VALUE_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # JSON values, not schemas
 
 
 def _document(root: Any) -> _Document:
@@ -153,22 +205,18 @@ def _document(root: Any) -> _Document:
     spec, anchor_specs = _specification(root)
     doc = _Document(spec=spec, anchor_specs=anchor_specs)
 
-    def walk(node: Any, pointer: str, base: str) -> None:
-        if isinstance(node, dict):
-            base = _own_id(node, base, doc.spec)
-            doc.resources.setdefault(base, pointer)
-            for spec in doc.anchor_specs:
-                for anchor in spec.anchors_in(_identifiers(node)):
-                    if anchor.name:
-                        doc.anchors.setdefault((base, anchor.name), pointer)
-            for key, child in node.items():
-                if key not in _VALUE_KEYWORDS:
-                    walk(child, join_pointer(pointer, key), base)
-        elif isinstance(node, list):
-            for i, child in enumerate(node):
-                walk(child, join_pointer(pointer, i), base)
-
-    walk(root, "", "")
+    todo: list[tuple[Any, str, str]] = [(root, "", "")]  # (subschema, pointer, base around it)
+    while todo:  # depth first, in document order: the first resource of a URI is the one
+        node, pointer, base = todo.pop()
+        if not isinstance(node, dict):
+            continue
+        base = _own_id(node, base, doc.spec)
+        doc.resources.setdefault(base, pointer)
+        for spec in doc.anchor_specs:
+            for anchor in spec.anchors_in(_identifiers(node)):
+                if anchor.name:
+                    doc.anchors.setdefault((base, anchor.name), pointer)
+        todo.extend(reversed([(child, join_pointer(pointer, *path), base) for path, child in subschemas(node)]))
     doc.resources.setdefault(_own_id(root, "", doc.spec), "")
     if len(_DOCUMENTS) > 64:
         _DOCUMENTS.clear()

@@ -53,6 +53,7 @@ from structgen.frontends.json_schema.facts import Merged
 from structgen.frontends.json_schema.keywords import (ASSERTION_KEYWORDS, KEYWORDS, LENIENT_KEYWORDS,
                                                       SUPPORTED_KEYWORDS, keyword_table)
 from structgen.frontends.json_schema.lowering import Relaxed
+from structgen.frontends.json_schema.metaschema import check_metaschema
 from structgen.frontends.json_schema.numbers import number_ir
 from structgen.frontends.json_schema.objects import key_except, object_expr, object_of
 from structgen.frontends.json_schema.refs import resolve_ref
@@ -367,6 +368,7 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
         raise SchemaError(f"the schema nests more than {MAX_NESTING} objects and arrays deep here; "
                           "use \"$ref\" to definitions to flatten it", pointer=deep)
     _check_surrogates(schema)
+    check_metaschema(schema)  # a malformed keyword value is refused, never skipped
     conv = _Converter(schema, whitespace, strict, canonical, lenient)
     with recursion_room():  # the walk recurses per level of nesting (bounded just above)
         conv.convert(schema, "")

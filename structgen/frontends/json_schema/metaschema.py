@@ -1,0 +1,251 @@
+"""Every schema is checked against its draft's metaschema before it is compiled.
+
+Why: the compiler reads the keywords it knows and would skip a value of the wrong shape
+(``"uniqueItems": 1``, ``"additionalProperties": null``, a 2020-12 ``"exclusiveMinimum": true``)
+as if the keyword were absent: a constraint dropped silently. A malformed value is refused here
+instead, with a :class:`~structgen.errors.SchemaError` naming the keyword, the value and its JSON
+pointer. ``lenient=True`` does not relax this (it is about keywords structgen cannot honour in
+a valid schema, not about invalid schemas).
+
+Which metaschema (:func:`drafts_for`):
+
+- a root ``$schema`` of drafts 3 to 2020-12 (any scheme, with or without ``#``; the bare
+  ``json-schema.org/schema`` is 2020-12): that draft's;
+- no ``$schema``: 2020-12's; where it complains, draft 7's and then draft 4's may vouch for the
+  schema instead: accepted when that draft's metaschema accepts the schema *and* every 2020-12
+  complaint is about a keyword of that draft, reached through keywords of that draft (a keyword
+  the older draft lacks, such as ``contains`` or ``$defs`` in draft 4, must still be well-formed
+  by 2020-12, since the compiler reads it). Schemas in the wild that say no draft often use
+  draft-4 spellings (``"exclusiveMinimum": true`` beside ``minimum``, array-form ``items``), and
+  the compiler reads an undeclared schema in every draft's spelling where they do not conflict
+  (draft-4 boolean bounds, array-form ``items`` with ``additionalItems``, ``dependencies``,
+  ``definitions``): so what passes here, the compiler honours. Otherwise it is refused with
+  2020-12's complaint;
+- any other ``$schema``: not checked here; the compiler refuses it (its vocabularies are unknown).
+
+Not checked: duplicates in ``enum``, ``required`` or a ``type`` list (draft 4 forbids them; they
+change no meaning, and real schemas have them) and ``format`` of keyword values (the ``regex``
+format would hold ECMA-262 patterns to Python's ``re``; the compiler parses patterns itself).
+
+Cost: python-jsonschema walks the schema once per metaschema tried, linear in its size (about
+2 ms per 10 kB; MaskBench's largest, 0.9 MB, 2.4 s). It recurses per nesting level, so a schema
+nested deeper than :data:`PIECE_DEPTH` subschemas is checked in pieces: each subschema at that
+depth is checked on its own (the metaschema of every subschema is the root's), with ``{}`` in its
+place above; a container met twice (Python objects may share one) is checked once.
+
+Example
+-------
+>>> check_metaschema({"$schema": "https://json-schema.org/draft/2020-12/schema", "uniqueItems": 1})
+Traceback (most recent call last):
+...
+structgen.errors.SchemaError: malformed schema: 'uniqueItems' must be a boolean, not 1 (by the draft 2020-12 metaschema) (at JSON pointer '/uniqueItems')
+>>> check_metaschema({"type": "number", "minimum": 0, "exclusiveMinimum": True})  # draft 4's spelling
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterator
+
+from jsonschema import (Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator,
+                        Draft202012Validator)
+from jsonschema.exceptions import ValidationError, best_match, relevance
+
+from structgen.errors import SchemaError
+from structgen.frontends.json_schema.refs import subschemas
+from structgen.frontends.json_schema.values import join_pointer
+
+__all__ = ["check_metaschema", "drafts_for", "PIECE_DEPTH"]
+
+#: Subschema nesting checked in one piece (python-jsonschema recurses about ten frames per level
+#: under the 2020-12 metaschema; Python's default limit is 1000 frames).
+PIECE_DEPTH = 24
+
+_DRAFTS = {
+    "json-schema.org/draft-03/schema": Draft3Validator,
+    "json-schema.org/draft-04/schema": Draft4Validator,
+    "json-schema.org/draft-06/schema": Draft6Validator,
+    "json-schema.org/draft-07/schema": Draft7Validator,
+    "json-schema.org/draft/2019-09/schema": Draft201909Validator,
+    "json-schema.org/draft/2020-12/schema": Draft202012Validator,
+    "json-schema.org/schema": Draft202012Validator,
+}
+_UNDECLARED = (Draft202012Validator, Draft7Validator, Draft4Validator)
+_NAMES = {Draft3Validator: "draft 3", Draft4Validator: "draft 4", Draft6Validator: "draft 6",
+          Draft7Validator: "draft 7", Draft201909Validator: "draft 2019-09", Draft202012Validator: "draft 2020-12"}
+_CHECKERS: dict[type, Any] = {}
+
+
+def drafts_for(schema: Any) -> tuple[type, ...]:
+    """The python-jsonschema validator classes whose metaschemas ``schema`` is checked against
+    (it must fit one); empty for a ``$schema`` that names no JSON Schema draft."""
+    dialect = schema.get("$schema") if isinstance(schema, dict) else None
+    if dialect is None:
+        return _UNDECLARED
+    if not isinstance(dialect, str):
+        return (Draft202012Validator,)  # the metaschema says what $schema must be
+    return tuple(v for k, v in _DRAFTS.items() if k == re.sub(r"^https?://", "", dialect).removesuffix("#"))
+
+
+def check_metaschema(schema: Any) -> None:
+    """Raise :class:`~structgen.errors.SchemaError` unless ``schema`` fits the metaschema of its
+    draft (see :func:`drafts_for`); the message names the keyword, the value and its pointer."""
+    drafts = drafts_for(schema)
+    if not drafts:
+        return
+    errors = _errors(schema, drafts[0], everything=len(drafts) > 1)
+    if not errors:
+        return
+    for cls in drafts[1:]:
+        # An undeclared schema may be in an older draft's spelling: accepted when that draft's
+        # metaschema accepts it and each of 2020-12's complaints is about a keyword of that
+        # draft (one it does not have, such as a later draft's, must still be well-formed).
+        known = cls.META_SCHEMA.get("properties", {})
+        left = [(e, at) for e, at in errors if not _keywords_on(schema, at + tuple(e.absolute_path)) <= known.keys()]
+        if not left and not _errors(schema, cls, everything=False):
+            return
+        errors = left or errors
+    top, at = max(errors, key=lambda found: relevance(found[0]))
+    error = best_match([top])  # into anyOf/oneOf branches, as python-jsonschema picks
+    what, plain = _describe(error)
+    said = "" if plain else f": {_short(error.message)}"
+    also = (f"; nor does it fit the {' or '.join(_NAMES[c] for c in drafts[1:])} metaschema"
+            if len(drafts) > 1 else "")
+    raise SchemaError(f"malformed schema: {what} (by the {_NAMES[drafts[0]]} metaschema{said}{also})",
+                      pointer=join_pointer("", *at, *error.absolute_path)) from error
+
+
+def _checker(cls: type) -> Any:
+    got = _CHECKERS.get(cls)
+    if got is None:
+        _CHECKERS[cls] = got = cls(cls.META_SCHEMA)
+    return got
+
+
+def _duplicates_only(error: ValidationError) -> bool:
+    """Whether ``error`` only says that an array has duplicates (directly, or as the reason a
+    branch of ``anyOf``/``oneOf`` failed): let be (see the module docstring). A validator class
+    extended with a lax ``uniqueItems`` would not do: python-jsonschema switches back to the
+    metaschema's own class on each ``$ref`` to it."""
+    if error.validator == "uniqueItems":
+        return True
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        branches: dict[Any, list[ValidationError]] = {}
+        for sub in error.context:
+            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+        return any(all(_duplicates_only(e) for e in errs) for errs in branches.values())
+    return False
+
+
+def _errors(schema: Any, cls: type, *, everything: bool) -> list[tuple[ValidationError, tuple[Any, ...]]]:
+    """The metaschema errors in ``schema`` (every one, or only the most relevant of the first
+    piece that has any), each with the path of its piece (its own path is below that)."""
+    checker = _checker(cls)
+    found = []
+    for piece, path in _pieces(schema):
+        try:
+            errors = [e for e in checker.iter_errors(piece) if not _duplicates_only(e)]
+        except RecursionError as err:  # values nested deeper than Python's recursion limit
+            raise SchemaError("the schema is nested too deeply to be checked against its metaschema",
+                              pointer=join_pointer("", *path)) from err
+        if everything:
+            found += [(e, path) for e in errors]
+        elif errors:
+            return [(best_match(errors), path)]
+    return found
+
+
+def _keywords_on(schema: Any, path: tuple[Any, ...]) -> set[Any]:
+    """The keywords on the way to the value at ``path``: each subschema's step into the next, and
+    the keyword the value belongs to (``{"$defs", "type"}`` for ``/$defs/a/type``)."""
+    node, keywords, i = schema, set(), 0
+    while i < len(path):
+        keywords.add(path[i])
+        step = next((p for p, _ in subschemas(node) if p == tuple(path[i:i + len(p)]) and len(p) + i < len(path)),
+                    None)
+        if step is None:
+            break
+        for part in step:
+            node = node[part]
+        i += len(step)
+    return keywords
+
+
+def _pieces(schema: Any) -> Iterator[tuple[Any, tuple[Any, ...]]]:
+    """``schema`` cut into pieces at most :data:`PIECE_DEPTH` subschemas deep, with their
+    paths (see the module docstring); one piece, ``schema`` itself, when it is shallower."""
+    seen: set[int] = set()
+    todo: list[tuple[Any, tuple[Any, ...]]] = [(schema, ())]
+    while todo:
+        node, path = todo.pop()
+        yield _cut(node, path, PIECE_DEPTH, todo, seen), path
+
+
+def _cut(node: Any, where: tuple[Any, ...], depth: int, todo: list[tuple[Any, tuple[Any, ...]]],
+         seen: set[int]) -> Any:
+    """``node`` with the subschemas ``depth`` levels down (and containers met before) replaced
+    by ``{}``, each pushed on ``todo``; ``node`` itself when nothing was replaced."""
+    if not isinstance(node, dict):
+        return node
+    seen.add(id(node))
+    copy: dict[str, Any] | None = None
+    for path, child in subschemas(node):
+        if not isinstance(child, dict):
+            continue
+        if id(child) in seen:
+            new: Any = {}
+        elif depth <= 1:
+            seen.add(id(child))
+            todo.append((child, where + path))
+            new = {}
+        else:
+            new = _cut(child, where + path, depth - 1, todo, seen)
+            if new is child:
+                continue
+        if copy is None:
+            copy = dict(node)
+        if len(path) == 1:
+            copy[path[0]] = new
+        else:
+            key, member = path
+            if copy[key] is node[key]:
+                copy[key] = list(node[key]) if isinstance(node[key], list) else dict(node[key])
+            copy[key][member] = new
+    return node if copy is None else copy
+
+
+_TYPE_NAMES = {"object": "an object", "array": "an array", "string": "a string", "number": "a number",
+               "integer": "an integer", "boolean": "a boolean", "null": "null"}
+
+
+def _describe(error: ValidationError) -> tuple[str, bool]:
+    """What is wrong, by keyword (``'uniqueItems' must be a boolean, not 1``), and whether that
+    says it all (else the metaschema's own message is added)."""
+    path = list(error.absolute_path)
+    if not path:
+        what = "the schema"
+    elif isinstance(path[-1], int):
+        what = f"item {path[-1]} of {path[-2]!r}" if len(path) > 1 else f"item {path[-1]}"
+    else:
+        what = repr(path[-1])
+    value = _short(json.dumps(error.instance, default=repr))
+    if error.validator == "type":
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        return f"{what} must be {' or '.join(_TYPE_NAMES.get(t, t) for t in types)}, not {value}", True
+    if error.validator in ("minimum", "exclusiveMinimum"):
+        least = "above" if error.validator == "exclusiveMinimum" else "at least"
+        return f"{what} must be {least} {error.validator_value}, not {value}", True
+    if error.validator == "enum":
+        return f"{what} must be one of {_short(json.dumps(error.validator_value))}, not {value}", True
+    if error.validator == "pattern":
+        return f"{what} must match {error.validator_value!r}, not {value}", True
+    if error.validator == "minItems":
+        return f"{what} must have at least {error.validator_value} item(s), not {value}", True
+    if error.validator in ("dependencies", "dependentRequired"):
+        return f"{error.message} (in {what})", True
+    return f"{what} is malformed: {value}", False
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
