@@ -46,7 +46,7 @@ from structgen.errors import ContextLengthError, DecodingError, IncompleteGenera
 if TYPE_CHECKING:  # torch is imported where a model runs, so compiling grammars never needs it
     import torch
 
-__all__ = ["Finish", "RowRequest", "RowOutcome", "decode", "decode_rows"]
+__all__ = ["Finish", "RowRequest", "RowOutcome", "check_context", "decode", "decode_rows"]
 
 #: How a row ended: the model chose EOS, the grammar allowed nothing more, or ``stop`` said so.
 Finish = Literal["eos", "grammar", "stop"]
@@ -161,7 +161,7 @@ def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[Row
 
     if not requests:
         return []
-    _check_context(backend, requests, config)
+    check_context(backend, [request.prompt_ids for request in requests], config)
     speculation = "on"
     if not config.speculate:
         speculation = "off"
@@ -210,17 +210,19 @@ def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[Row
     return [RowOutcome(row.tokens, row.finish, row.stats, row.error) for row in rows]
 
 
-def _check_context(backend: ModelBackend, requests: Sequence[RowRequest], config: DecodeConfig) -> None:
-    """Refuse, before any pass, a prompt that cannot fit the model's context with its budget."""
+def check_context(backend: ModelBackend, prompts: Sequence[Sequence[int]], config: DecodeConfig) -> None:
+    """Refuse, before any pass, a prompt that cannot fit the model's context with its budget
+    (:class:`ContextLengthError`); tasks call it before compiling too, as a tool grammar for a
+    prompt that cannot fit is wasted work. A backend without ``max_positions`` is not checked."""
     limit = getattr(backend, "max_positions", None)
     if not limit:
         return
-    for r, request in enumerate(requests):
-        need = len(request.prompt_ids) + config.max_new_tokens
+    for r, prompt_ids in enumerate(prompts):
+        need = len(prompt_ids) + config.max_new_tokens
         if need > limit:
-            row = f"row {r}: " if len(requests) > 1 else ""
+            row = f"row {r}: " if len(prompts) > 1 else ""
             raise ContextLengthError(
-                f"{row}the prompt is {len(request.prompt_ids)} tokens and max_new_tokens is "
+                f"{row}the prompt is {len(prompt_ids)} tokens and max_new_tokens is "
                 f"{config.max_new_tokens}: {need} positions, over the model's context of {limit}; "
                 "shorten the prompt (fewer tools, a shorter document) or lower max_new_tokens")
 

@@ -25,7 +25,7 @@ from structgen.decoding.backend import ModelBackend, TransformersBackend
 from structgen.decoding.config import DecodeConfig
 from structgen.decoding.costs import PassCosts
 from structgen.decoding.drafts import DraftEnds, DraftSource, ForcedText
-from structgen.decoding.loop import Finish, decode
+from structgen.decoding.loop import Finish, check_context, decode
 from structgen.decoding.stats import GenerationStats
 from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
@@ -80,6 +80,11 @@ class ModelContext:
         return decode(self.backend(), self.vocabulary, matcher, prompt_ids, config,
                       sources=self.draft_sources(), costs=self.pass_costs if config.speculate else None,
                       banned_first=banned_first, stop=stop)
+
+    def check_fits(self, prompt_ids: Sequence[int], config: DecodeConfig) -> None:
+        """Raise :class:`~structgen.ContextLengthError` now if ``prompt_ids`` and the token
+        budget cannot fit the model's context (decoding checks too; this saves the compile)."""
+        check_context(self.backend(), [prompt_ids], config)
 
     def encode(self, text: str) -> list[int]:
         """``text`` as token ids, as it is (no special tokens added)."""

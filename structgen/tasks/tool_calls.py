@@ -209,10 +209,11 @@ def generate_tool_calls_with(context: ModelContext, tools: Any, messages: Any, c
                           f"not {type(format).__name__} ({format!r:.80})")
     fmt = FORMATS[format] if isinstance(format, str) else format
     prompt, fmt, rendered_by = tool_prompt(context.tokenizer, specs, messages, fmt)
+    ids = context.encode(prompt)
+    context.check_fits(ids, config)  # 500 tools make a prompt longer than many contexts
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,
                                 strict=strict)
     compiled = context.compiler.grammar(grammar, source=tools)
-    ids = context.encode(prompt)
     try:
         tokens, finish, stats = context.decode(compiled.matcher(), ids, config)
     except IncompleteGenerationError as err:
