@@ -30,6 +30,7 @@ from referencing import Specification
 from referencing.jsonschema import DRAFT3, DRAFT4, DRAFT6, DRAFT7, DRAFT201909, DRAFT202012
 
 from structgen.errors import SchemaError, UnsupportedFeatureError
+from structgen.frontends.json_schema.drafts import DraftView
 from structgen.frontends.json_schema.terms import Part
 from structgen.frontends.json_schema.values import join_pointer
 
@@ -66,6 +67,11 @@ def resolve_ref(root: Any, ref: Any, ptr: str) -> Part:
 
 
 def _node_at(root: Any, pointer: str, ref: str, where: str) -> Any:
+    if isinstance(root, DraftView):  # a declared draft: the target read with it
+        try:
+            return root.reach(pointer)
+        except KeyError as err:
+            raise SchemaError(f"$ref {ref!r} does not resolve", pointer=where) from err
     node = root
     try:
         for part in pointer.split("/")[1:]:
