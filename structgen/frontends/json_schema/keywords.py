@@ -266,10 +266,17 @@ def keyword_table() -> str:
         if not kw.supported:
             status = "refused (`lenient=True` drops it, recorded)" if kw.lenient else "refused"
             rows.append(f"| `{kw.name}` | {status} | `UnsupportedFeatureError` naming the keyword and its JSON pointer |")
-    rows.append("| `$schema` | read | a JSON Schema draft (3 to 2020-12) is read as above; any other "
-                "metaschema is refused (its vocabularies are unknown) |")
+    rows.append("| `$schema` | read | a JSON Schema draft (3 to 2020-12) is read as above, with the keywords "
+                "of that draft only: those of other drafts are ignored as its validators ignore them "
+                "(`prefixItems`, `dependentRequired`, `minContains`, `unevaluated*` under draft 7; `const`, "
+                "`contains`, `if` under draft 4; `dependencies`, `additionalItems` under 2020-12); draft 3's "
+                "`divisibleBy`, `type: \"any\"`, schema `type` entries, `disallow`, `extends`, per-property "
+                "`required` and one-name `dependencies` as draft 4 spells them (`multipleOf`, `anyOf`, `not`, "
+                "`allOf`, `required`). No `$schema`: every draft's spelling is read; a `$ref` whose target "
+                "differs with draft-4 `id` identifiers is refused. Any other metaschema is refused (its "
+                "vocabularies are unknown) |")
     rows.append("| annotations, unknown keywords | ignored | `title`, `description`, `default`, `x-…`, "
-                "draft-4 `id`, …: they constrain nothing, as the spec says |")
+                "…: they constrain nothing, as the spec says |")
     formats = ["| format | reading |", "|---|---|"]
     formats += [f"| `{name}` | {cell(note)} |" for name, note in FORMAT_NOTES.items()]
     formats.append("| (generation) | `date`, `time`, `date-time` are generated without leap seconds "

@@ -7,6 +7,12 @@ resolver library): ``id`` in drafts 3 and 4, ``$id`` later, ignored beside ``$re
 target (rules, memo keys and error messages are named by it), which ``referencing`` does not
 give, and only the document's own resources are reached (a remote reference is refused).
 
+A document that declares no draft is read with 2020-12 identifiers (python-jsonschema's default
+for it) and anchors of both spellings; where it also has draft-4 ``id`` identifiers, each
+``$ref`` is resolved both ways, and one whose readings name different targets is a SchemaError
+naming it (one reading found: that one). A declared draft's document comes as a
+:class:`~structgen.frontends.json_schema.drafts.DraftView`, targets read with its draft.
+
 Only subschemas are resources: an ``$id`` (or anchor) counts where a schema stands (the value of
 ``not``, ``items``, an ``allOf`` entry, a ``properties`` value ... :func:`subschemas`), not inside
 ``enum``/``const`` values or unknown keywords, whose content is data (JSON-Schema-Test-Suite
@@ -30,6 +36,7 @@ from referencing import Specification
 from referencing.jsonschema import DRAFT3, DRAFT4, DRAFT6, DRAFT7, DRAFT201909, DRAFT202012
 
 from structgen.errors import SchemaError, UnsupportedFeatureError
+from structgen.frontends.json_schema.drafts import DraftView
 from structgen.frontends.json_schema.terms import Part
 from structgen.frontends.json_schema.values import join_pointer
 
@@ -49,6 +56,29 @@ def resolve_ref(root: Any, ref: Any, ptr: str) -> Part:
     if not isinstance(ref, str):
         raise SchemaError(f"$ref must be a string, not {ref!r}", pointer=where)
     doc = _document(root)
+    if doc.legacy is None:
+        return _resolve_in(doc, root, ref, where, ptr)
+    # No draft declared, and draft-4 identifiers (``id``) in it: read both ways; where they
+    # disagree on the target, refused rather than guessed (one would be a wrong target).
+    found: list[Part | None] = []
+    errors: list[SchemaError] = []
+    for reading in (doc, doc.legacy):
+        try:
+            found.append(_resolve_in(reading, root, ref, where, ptr))
+        except SchemaError as err:
+            found.append(None)
+            errors.append(err)
+    now, old = found
+    if now is not None and old is not None and now.pointer != old.pointer:
+        raise SchemaError(f"$ref {ref!r} is ambiguous in a schema that declares no draft: read with "
+                          f"2020-12 identifiers it names {now.pointer or '/'!r}, with draft-4 'id' identifiers "
+                          f"{old.pointer or '/'!r}; declare the draft with \"$schema\"", pointer=where)
+    if now is not None or old is not None:
+        return now or old  # type: ignore[return-value]
+    raise errors[0]
+
+
+def _resolve_in(doc: _Document, root: Any, ref: str, where: str, ptr: str) -> Part:
     uri, fragment = urllib.parse.urldefrag(_join_uri(doc.base_at(root, ptr), ref))
     fragment = urllib.parse.unquote(fragment)  # a URI fragment: %25 is "%"
     resource = doc.resources.get(uri)
@@ -66,6 +96,11 @@ def resolve_ref(root: Any, ref: Any, ptr: str) -> Part:
 
 
 def _node_at(root: Any, pointer: str, ref: str, where: str) -> Any:
+    if isinstance(root, DraftView):  # a declared draft: the target read with it
+        try:
+            return root.reach(pointer)
+        except KeyError as err:
+            raise SchemaError(f"$ref {ref!r} does not resolve", pointer=where) from err
     node = root
     try:
         for part in pointer.split("/")[1:]:
@@ -96,6 +131,9 @@ class _Document:
     spec: Specification = DRAFT202012  # the draft: how it spells identifiers
     #: how it spells anchors: a document that declares no draft has both spellings read
     anchor_specs: tuple[Specification, ...] = (DRAFT202012,)
+    #: no draft declared, and a draft-4 ``id`` in a schema position: the document read with
+    #: draft-4 identifiers too (a ``$ref`` whose two readings disagree is refused)
+    legacy: _Document | None = None
 
     def base_at(self, root: Any, ptr: str) -> str:
         """The base URI in force at ``ptr`` (the ``$id`` of the nearest resource around it):
@@ -203,13 +241,26 @@ def _document(root: Any) -> _Document:
     if got is not None and got[0] is root:
         return got[1]
     spec, anchor_specs = _specification(root)
-    doc = _Document(spec=spec, anchor_specs=anchor_specs)
+    doc, legacy_ids = _read(root, spec, anchor_specs)
+    if legacy_ids and not (isinstance(root, dict) and "$schema" in root):
+        doc.legacy = _read(root, DRAFT4, (DRAFT4,))[0]
+    if len(_DOCUMENTS) > 64:
+        _DOCUMENTS.clear()
+    _DOCUMENTS[id(root)] = (root, doc)
+    return doc
 
+
+def _read(root: Any, spec: Specification, anchor_specs: tuple[Specification, ...]) -> tuple[_Document, bool]:
+    """The resources and anchors of ``root`` read with ``spec``, and whether some subschema has a
+    draft-4 ``id`` (a string)."""
+    doc = _Document(spec=spec, anchor_specs=anchor_specs)
+    legacy_ids = False
     todo: list[tuple[Any, str, str]] = [(root, "", "")]  # (subschema, pointer, base around it)
     while todo:  # depth first, in document order: the first resource of a URI is the one
         node, pointer, base = todo.pop()
         if not isinstance(node, dict):
             continue
+        legacy_ids = legacy_ids or isinstance(node.get("id"), str)
         base = _own_id(node, base, doc.spec)
         doc.resources.setdefault(base, pointer)
         for spec in doc.anchor_specs:
@@ -218,7 +269,4 @@ def _document(root: Any) -> _Document:
                     doc.anchors.setdefault((base, anchor.name), pointer)
         todo.extend(reversed([(child, join_pointer(pointer, *path), base) for path, child in subschemas(node)]))
     doc.resources.setdefault(_own_id(root, "", doc.spec), "")
-    if len(_DOCUMENTS) > 64:
-        _DOCUMENTS.clear()
-    _DOCUMENTS[id(root)] = (root, doc)
-    return doc
+    return doc, legacy_ids

@@ -49,6 +49,7 @@ from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repea
 from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.frontends.json_schema.arrays import array_expr
 from structgen.frontends.json_schema.dnf import Merger
+from structgen.frontends.json_schema.drafts import for_draft
 from structgen.frontends.json_schema.facts import Merged
 from structgen.frontends.json_schema.keywords import (ASSERTION_KEYWORDS, KEYWORDS, LENIENT_KEYWORDS,
                                                       SUPPORTED_KEYWORDS, keyword_table)
@@ -369,9 +370,10 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] 
                           "use \"$ref\" to definitions to flatten it", pointer=deep)
     _check_surrogates(schema)
     check_metaschema(schema)  # a malformed keyword value is refused, never skipped
-    conv = _Converter(schema, whitespace, strict, canonical, lenient)
+    # a declared draft: its keywords only (draft 3's as draft 4 spells them)
+    conv = _Converter(for_draft(schema), whitespace, strict, canonical, lenient)
     with recursion_room():  # the walk recurses per level of nesting (bounded just above)
-        conv.convert(schema, "")
+        conv.convert(conv.root, "")
     describe_with(_rule_places(conv))
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
