@@ -177,6 +177,36 @@ def _(vocab):
     digits(vocab).fill_bitmask(torch.zeros((1, _words(vocab))))
 
 
+# -- Vocabulary arguments
+
+for _name, _args, _kwargs, _fragment in (
+        ("Vocabulary(5)", (5,), {"eos_ids": [0]}, "not int (5)"),
+        ("Vocabulary('abc')", ("abc",), {"eos_ids": [0]}, "not str"),
+        ("Vocabulary([b'a', 3])", ([b"a", 3],), {"eos_ids": [0]}, "tokens[1] is 3"),
+        ("Vocabulary(['a'])", (["a"],), {"eos_ids": [0]}, ".encode('utf-8')"),
+        ("Vocabulary([])", ([],), {"eos_ids": []}, "tokens is empty"),
+        ("eos_ids=None", ([b"a"],), {"eos_ids": None}, "eos_ids must be a list of token ids, not None"),
+        ("eos_ids=0", ([b"a"],), {"eos_ids": 0}, "eos_ids=[0]"),
+        ("eos_ids=['x']", ([b"a"],), {"eos_ids": ["x"]}, "eos_ids holds 'x'"),
+        ("eos_ids=[True]", ([b"a"],), {"eos_ids": [True]}, "eos_ids holds True"),
+        ("eos_ids=[0.0]", ([b"a"],), {"eos_ids": [0.0]}, "eos_ids holds 0.0"),
+        ("eos_ids=[7] past the size", ([b"a"],), {"eos_ids": [7]}, "eos_ids holds 7"),
+        ("size=-1", ([b"a"],), {"eos_ids": [0], "size": -1}, "not -1"),
+        ("size=2.5", ([b"a"],), {"eos_ids": [0], "size": 2.5}, "size must be an integer"),
+        ("size='8'", ([b"a"],), {"eos_ids": [0], "size": "8"}, "'8'"),
+        ("name=3", ([b"a"],), {"eos_ids": [0], "name": 3}, "name must be a str")):
+    @probe(_name, expect="OptionError", contains=_fragment)
+    def _(vocab, args=_args, kwargs=_kwargs):
+        structgen.Vocabulary(*args, **kwargs)
+
+
+@probe("Vocabulary of bytearrays, numpy ids and size", expect="ok")
+def _(vocab):
+    v = structgen.Vocabulary([b"a", bytearray(b"b"), None], eos_ids=np.array([2]), size=np.int64(8))
+    assert v.tokens[:3] == [b"a", b"b", None] and v.eos_ids == {2} and v.size == 8
+    assert structgen.compile_regex("ab", v).matcher().advance(0)
+
+
 @pytest.fixture(scope="module")
 def hostile_worker():
     worker = Worker(__file__)

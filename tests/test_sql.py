@@ -286,6 +286,74 @@ def test_names_that_need_quotes(tmp_path):
     assert rejection(compiled, BYTES, "SELECT unit price FROM [order items]") is not None
 
 
+# Names SQLite takes only quoted: a newline, quotes, a backslash, a slash, spaces, characters
+# beyond ASCII (compared with ASCII case folding only: "É" and "é" are two columns), the empty name.
+ODD_DDL = (
+    'CREATE TABLE "a\nb" ("x y" INTEGER, "q""uote" TEXT, "back\\slash" REAL, "café" TEXT, "日本" INT, '
+    '"sl/ash" INT, "tab\tcol" INT, "br]ck" INT, "emoji😀" INT);'
+    'CREATE TABLE "my ""odd"" name" (plain INT, "É" INT, "é" INT, "" INT, "\u2028\x7f" INT);'
+    'INSERT INTO "a\nb" VALUES (1, \'q\', 2.5, \'c\', 3, 4, 5, 6, 7);'
+    'INSERT INTO "my ""odd"" name" VALUES (1, 2, 3, 4, 5)'
+)
+
+
+@pytest.fixture(scope="module")
+def odd_names(tmp_path_factory, smollm2_tokenizer):
+    path = tmp_path_factory.mktemp("odd") / "odd.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(ODD_DDL)
+    con.commit()
+    con.close()
+    return path, compile_sql(path, smollm2_tokenizer), compile_sql(path, smollm2_tokenizer, strict=True)
+
+
+@pytest.mark.parametrize("sql", [
+    'SELECT "x y", "q""uote", "back\\slash" FROM "a\nb" WHERE "café" = \'c\'',
+    'SELECT "a\nb"."x y", [日本], `sl/ash`, "tab\tcol", "br]ck", "emoji😀" FROM "a\nb"',
+    'SELECT [x y], `q"uote`, [back\\slash] FROM [a\nb] ORDER BY "CAFé"',  # ASCII letters: any case
+    'SELECT plain, PLAIN, "plain", "É", "é", "", "\u2028\x7f" FROM "my ""odd"" name"',
+    'SELECT "my ""odd"" name"."É" FROM "MY ""ODD"" NAME" JOIN "A\nB" ON "A\nB"."x y" = [my "odd" name].plain',
+])
+def test_odd_names_walk_in_both_grammars_and_run(sql, odd_names, smollm2_tokenizer):
+    path, loose, strict = odd_names
+    assert rejection(loose, smollm2_tokenizer, sql) is None
+    assert rejection(strict, smollm2_tokenizer, sql) is None
+    assert sqlite3.connect(path).execute(sql).fetchall()  # and SQLite runs it, with rows
+
+
+@pytest.mark.parametrize("sql", [  # brackets: a double-quoted name that names nothing is a string
+    'SELECT [x  y] FROM "a\nb"',          # one space too many
+    'SELECT "x y" FROM "a\nc"',
+    'SELECT "x y" FROM "a b"',             # the newline is part of the name
+    'SELECT "q"uote" FROM "a\nb"',         # the quote must be doubled
+    'SELECT [CAFÉ] FROM "a\nb"',          # SQLite folds ASCII letters only
+    'SELECT x y FROM "a\nb"',             # a name that is not an identifier must be quoted
+    'SELECT "É" FROM my "odd" name',
+    'SELECT `back\\\\slash` FROM "a\nb"',
+])
+def test_misspelt_odd_names_are_refused(sql, odd_names, smollm2_tokenizer):
+    path, _, strict = odd_names
+    got = rejection(strict, smollm2_tokenizer, sql)
+    assert got is not None and got.startswith("token"), got
+    with pytest.raises(sqlite3.Error):  # SQLite agrees
+        sqlite3.connect(path).execute(sql).fetchall()
+
+
+def test_odd_names_in_the_grammar_text_ddl_and_name_check(odd_names):
+    path, loose, strict = odd_names
+    for compiled in (loose, strict):
+        names = [line for line in compiled.text.splitlines() if line.startswith(("TABLE_NAME:", "COLUMN_NAME:"))]
+        assert len(names) == 2 and all("\\x0a" in line for line in names[:1])  # escaped, one line each
+    assert set(strict.schema.tables) == {"a\nb", 'my "odd" name'}
+    assert {"É", "é", ""} <= set(strict.schema.columns)  # two columns to SQLite, two here
+    copy = sqlite3.connect(":memory:")
+    copy.executescript(strict.schema.ddl)  # the DDL shown to models creates the same tables
+    assert copy.execute("SELECT name FROM sqlite_master ORDER BY rowid").fetchall() == [("a\nb",), ('my "odd" name',)]
+    assert loose.undeclared_names('SELECT [x  y], "a\nb"."café" FROM "a\nb"') == [("[x  y]", 7)]
+    assert loose.undeclared_names('SELECT t.[CAFÉ] FROM "a\nb" AS t') == [("t.[CAFÉ]", 7)]
+    assert loose.undeclared_names('SELECT t.[CAFé] FROM "a\nb" AS t') == []
+
+
 # ---------------------------------------------------------------------- generation on the model
 
 def test_generate_sql_runs_and_returns_rows(generator):

@@ -104,14 +104,21 @@ class Vocabulary:
 
     def __init__(self, tokens: Iterable[bytes | None], *, eos_ids: Iterable[int],
                  size: int | None = None, name: str = "") -> None:
-        self.tokens: list[bytes | None] = list(tokens)
-        self.size = max(size or 0, len(self.tokens))
+        self.tokens: list[bytes | None] = _checked_tokens(tokens)
+        self.size = max(_checked_size(size), len(self.tokens))
+        if self.size == 0:
+            raise OptionError(f"Vocabulary: tokens is empty and size is {size!r}; a vocabulary needs at least "
+                              "one token (the end-of-sequence token counts)")
         self.tokens += [None] * (self.size - len(self.tokens))
-        self.eos_ids = frozenset(int(i) for i in eos_ids)
+        self.eos_ids = _checked_eos_ids(eos_ids)
+        if not isinstance(name, str):
+            raise OptionError(f"Vocabulary: name must be a str, not {name!r:.80} ({type(name).__name__})")
         self.name = name
         for i in self.eos_ids:
             if not 0 <= i < self.size:
-                raise OptionError(f"end-of-sequence id {i} is outside the vocabulary (size {self.size})")
+                raise OptionError(f"Vocabulary: eos_ids holds {i}, outside the vocabulary (size {self.size}: ids "
+                                  f"0 to {self.size - 1}); pass size= the logits width if the id lies beyond "
+                                  "the tokens")
             self.tokens[i] = None
         #: per-vocabulary cache of token-mask facts shared by every grammar (see structgen.engine.masks);
         #: bounded, so a server compiling schema after schema does not grow without limit
@@ -198,6 +205,49 @@ class Vocabulary:
             eos.update([g] if isinstance(g, int) else list(g or []))
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         return cls(tokens, eos_ids=eos, size=vocab_size, name=str(name))
+
+
+def _checked_tokens(tokens: Any) -> "list[bytes | None]":
+    """``tokens`` as a list of bytes or None (a bytearray or memoryview becomes bytes)."""
+    if isinstance(tokens, (str, bytes, bytearray)) or not isinstance(tokens, Iterable):
+        raise OptionError(f"Vocabulary: tokens must be a list of byte strings (or None for special tokens), "
+                          f"not {type(tokens).__name__} ({tokens!r:.80})")
+    out = list(tokens)
+    for i, t in enumerate(out):
+        if t is None or type(t) is bytes:
+            continue
+        if isinstance(t, (bytes, bytearray, memoryview)):
+            out[i] = bytes(t)
+            continue
+        hint = " (encode it: .encode('utf-8'))" if isinstance(t, str) else ""
+        raise OptionError(f"Vocabulary: tokens[{i}] is {t!r:.80} ({type(t).__name__}); each token is a byte "
+                          f"string, or None for a token that never matches grammar text{hint}")
+    return out
+
+
+def _checked_size(size: Any) -> int:
+    if size is None:
+        return 0
+    if isinstance(size, (bool, np.bool_)) or not hasattr(size, "__index__"):
+        raise OptionError(f"Vocabulary: size must be an integer (the logits width) or None, "
+                          f"not {size!r:.80} ({type(size).__name__})")
+    n = size.__index__()
+    if n < 0:
+        raise OptionError(f"Vocabulary: size must be 0 or more (the logits width), not {n}")
+    return n
+
+
+def _checked_eos_ids(eos_ids: Any) -> frozenset[int]:
+    if isinstance(eos_ids, (str, bytes)) or not isinstance(eos_ids, Iterable):
+        hint = f"; for one id write eos_ids=[{eos_ids}]" if hasattr(eos_ids, "__index__") else ""
+        raise OptionError(f"Vocabulary: eos_ids must be a list of token ids, not {eos_ids!r:.80} "
+                          f"({type(eos_ids).__name__}){hint}")
+    out = set()
+    for i in eos_ids:
+        if isinstance(i, (bool, np.bool_)) or not hasattr(i, "__index__"):
+            raise OptionError(f"Vocabulary: eos_ids holds {i!r:.80} ({type(i).__name__}); a token id is an integer")
+        out.add(i.__index__())
+    return frozenset(out)
 
 
 def _byte_level_bytes(piece: str) -> bytes:

@@ -47,7 +47,7 @@ from structgen.errors import SqlError
 Whitespace = Literal["any", "spaces"]
 
 __all__ = ["SqlSchema", "CompiledSql", "ReadOnly", "SqlError", "read_schema",
-           "sql_grammar_text", "SQL_GRAMMAR", "compile_schema", "lex_sql", "Lexeme"]
+           "sql_grammar_text", "SQL_GRAMMAR", "compile_schema", "lex_sql", "Lexeme", "fold_name"]
 
 #: Work units of compile budget each table or column name adds (measured: the strict grammar of
 #: Spider's atis, 124 names, takes 670k units; 33 databases take 2,300-3,300 units a name beyond
@@ -169,11 +169,11 @@ class SqlSchema:
 
     @property
     def columns(self) -> list[str]:
-        """Every column name, each once (case kept as first seen)."""
+        """Every column name, each once (ASCII case kept as first seen)."""
         seen: dict[str, str] = {}
         for cols in self.tables.values():
             for c in cols:
-                seen.setdefault(c.lower(), c)
+                seen.setdefault(fold_name(c), c)
         return list(seen.values())
 
 
@@ -191,6 +191,19 @@ def read_schema(database: "str | os.PathLike[str] | sqlite3.Connection") -> SqlS
         raise SqlError(f"{_describe(database)} has no tables")
     ddl = ";\n".join(sql.strip() for _, sql in rows if sql) + ";"
     return SqlSchema(tables, ddl)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold_name(name: str) -> str:
+    """``name`` as SQLite compares names: ASCII letters in lower case, every other character kept
+    (``"CAFÉ"`` and ``"café"`` are two names to SQLite, ``"Café"`` and ``"café"`` one).
+
+    >>> fold_name("Café"), fold_name("CAFÉ")
+    ('café', 'cafÉ')
+    """
+    return name.translate(_ASCII_LOWER)
 
 
 def _quote(name: str) -> str:
@@ -228,20 +241,45 @@ def sql_grammar_text(schema: SqlSchema, grammar: "str | os.PathLike[str]" = SQL_
 
 
 def _names_terminal(label: str, names: list[str]) -> str:
-    """``LABEL: /bare|names/i | /"quoted"|`names`|[names]/i``, longest names first."""
+    """``LABEL: /bare|names/i | /"quoted"|`names`|[names]/i``, longest names first.
+
+    SQLite compares names without regard to ASCII case only (``"CAFÉ"`` is not ``café``), so a
+    name with a character beyond ASCII goes in a regex of its own without the ``i`` flag, its
+    ASCII letters written ``[aA]``. Every character is written so the regex stays on one line
+    and means itself: regex syntax (and ``/``) escaped, control and other unprintable characters as
+    ``\\xHH``/``\\uHHHH``/``\\UHHHHHHHH``.
+    """
     names = sorted(names, key=lambda n: (-len(n), n))
-    bare = [_lark_regex(re.escape(n)) for n in names if _BARE.match(n)]
-    quoted = []
+    bare = [_regex_literal(n, fold=False) for n in names if _BARE.match(n)]
+    quoted: dict[bool, list[str]] = {True: [], False: []}
     for n in names:
-        quoted += [re.escape('"' + n.replace('"', '""') + '"'), re.escape("`" + n.replace("`", "``") + "`")]
+        spellings = ['"' + n.replace('"', '""') + '"', "`" + n.replace("`", "``") + "`"]
         if "]" not in n:
-            quoted.append(re.escape(f"[{n}]"))
-    alts = ([f"/{'|'.join(bare)}/i"] if bare else []) + [f"/{'|'.join(_lark_regex(q) for q in quoted)}/i"]
+            spellings.append(f"[{n}]")
+        ascii_only = n.isascii()
+        quoted[ascii_only] += [_regex_literal(q, fold=not ascii_only) for q in spellings]
+    alts = [f"/{'|'.join(bare)}/i"] if bare else []
+    alts += [f"/{'|'.join(quoted[True])}/i"] if quoted[True] else []
+    alts += [f"/{'|'.join(quoted[False])}/"] if quoted[False] else []
     return f"{label}: " + " | ".join(alts) + "\n"
 
 
-def _lark_regex(pattern: str) -> str:
-    return pattern.replace("/", "\\/")
+def _regex_literal(text: str, *, fold: bool) -> str:
+    """``text`` as a Python-``re`` pattern matching exactly it, fit for a one-line ``/.../``
+    Lark regex; ``fold`` writes ASCII letters as ``[aA]`` (for a regex without the ``i`` flag)."""
+    out = []
+    for c in text:
+        if c.isascii() and (c.isalnum() or c == "_"):
+            out.append(f"[{c.lower()}{c.upper()}]" if fold and c.isalpha() else c)
+        elif c.isascii() and c.isprintable():
+            out.append("\\/" if c == "/" else re.escape(c))  # punctuation and space
+        elif c.isprintable():
+            out.append(c)  # a letter, digit or symbol beyond ASCII means itself
+        else:
+            code = ord(c)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+                       else f"\\U{code:08x}")
+    return "".join(out)
 
 
 @dataclass
@@ -258,7 +296,8 @@ class CompiledSql:
     _tables: dict[str, frozenset[str]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._tables = {t.lower(): frozenset(c.lower() for c in cols) for t, cols in self.schema.tables.items()}
+        self._tables = {fold_name(t): frozenset(fold_name(c) for c in cols)
+                        for t, cols in self.schema.tables.items()}
 
     def matcher(self) -> Any:
         """A fresh :class:`~structgen.Matcher` at the start of a query."""
@@ -285,7 +324,7 @@ def compile_schema(schema: SqlSchema, compiler: Any, *, strict: bool = False, wh
     plus :data:`SQL_GRAMMAR_UNITS` plus :data:`BUDGET_PER_NAME` work units per table and column
     name (an outer budget is the one that counts, see :func:`~structgen.core.budget.compile_budget`)."""
     text = sql_grammar_text(schema, grammar, strict=strict, whitespace=whitespace)
-    names = len(schema.tables) + len({c.lower() for cols in schema.tables.values() for c in cols})
+    names = len(schema.tables) + len({fold_name(c) for cols in schema.tables.values() for c in cols})
     limit = None if compiler.budget is None else compiler.budget + SQL_GRAMMAR_UNITS + BUDGET_PER_NAME * names
     with compile_budget(limit):
         return CompiledSql(compiler.grammar_file(text, start="start"), schema, text)
@@ -323,7 +362,7 @@ class Lexeme:
 
     @property
     def name(self) -> str | None:
-        """The identifier this lexeme names (unquoted, lower case), or None."""
+        """The identifier this lexeme names (unquoted, ASCII letters in lower case), or None."""
         if self.kind == "word" and self.text.lower() not in _keywords():
             return self.text.lower()
         if self.kind in ("quoted", "dq") and len(self.text) >= 2:
@@ -332,7 +371,7 @@ class Lexeme:
                 inner = inner.replace('""', '"')
             elif self.text[0] == "`":
                 inner = inner.replace("``", "`")
-            return inner.lower()
+            return fold_name(inner)
         return None
 
     def is_word(self, *words: str) -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 from structgen.decoding.config import DecodeConfig
 from structgen.decoding.stats import GenerationStats
 from structgen.errors import IncompleteGenerationError, OptionError, SqlGenerationError
-from structgen.frontends.sql import CompiledSql, ReadOnly, compile_schema, lex_sql, read_schema
+from structgen.frontends.sql import CompiledSql, ReadOnly, compile_schema, fold_name, lex_sql, read_schema
 from structgen.tasks.context import ModelContext
 from structgen.tasks.results import Result
 
@@ -161,10 +161,10 @@ def _table_to_blame(compiled: CompiledSql, sql: str, error: str, offset: int | N
     column = re.fullmatch(r"no such column: (\w+)", error)
     if column is None:
         return offset
-    tables = {t.lower(): {c.lower() for c in cols} for t, cols in compiled.schema.tables.items()}
+    tables = {fold_name(t): {fold_name(c) for c in cols} for t, cols in compiled.schema.tables.items()}
     lexemes = lex_sql(sql)
     named = [lx for lx in lexemes if lx.name in tables]
-    owners = {t for t, cols in tables.items() if column.group(1).lower() in cols}
+    owners = {t for t, cols in tables.items() if fold_name(column.group(1)) in cols}
     if not owners or not named or owners & {lx.name for lx in named}:
         return offset
     return named[0].offset
@@ -205,11 +205,11 @@ def locate(sql: str, message: str) -> int | None:
     named = re.search(r"function (\w+)\(\)$", message) or re.search(r": (.+)$", message)
     if named is None:
         return None
-    wanted = named.group(1).strip().rstrip("()").lower().split(".")
+    wanted = fold_name(named.group(1).strip().rstrip("()")).split(".")
     lexemes = lex_sql(sql)
     for i in range(len(lexemes)):
         parts = lexemes[i:i + 2 * len(wanted) - 1]
-        names = [p.name if p.name is not None else p.text.lower() for p in parts[::2]]
+        names = [p.name if p.name is not None else fold_name(p.text) for p in parts[::2]]
         if names == wanted and all(p.text == "." for p in parts[1::2]):
             return lexemes[i].offset
     return None

@@ -48,7 +48,9 @@ import re
 from importlib.resources import files
 from pathlib import Path
 
-from structgen.core.ir import Alt, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
+from structgen.core.automaton import MAX_DFA_STATES
+from structgen.core.dfa import DEFAULT_STATE_LIMIT
+from structgen.core.ir import Alt, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 from structgen.core.cfg import remove_left_recursion, rules_where
 from structgen.frontends.lark.lexer import IGNORE_RULE, apply_lexer
 from structgen.frontends.regex.ecma import raw_set_ir
@@ -128,6 +130,57 @@ class _Lowering:
             return Repeat(self.rule(node.item, d), node.min, node.max)
         raise AssertionError(node)  # pragma: no cover
 
+    def check_size(self, d: Def) -> None:
+        """Refuse a definition whose automaton would unroll to more states than it may have
+        (:data:`MAX_DFA_STATES` for a rule, the lexer's ``DEFAULT_STATE_LIMIT`` for a terminal):
+        a huge literal, repeats nested to a large product. The error points at the part to blame
+        and comes before anything is built. Terminals count their bytes; a rule counts each call
+        as one step."""
+        total = self.size(d.body, d)
+        if total >= _limit(d):
+            kind = "terminal" if d.terminal else "rule"
+            raise d.src.error(f"{kind} '{d.name}' {_too_many(total, d)}", d.pos,
+                              "Shorten its literals or lower its repeat bounds"
+                              + ("." if d.terminal else ", or move parts into rules of their own."),
+                              width=len(d.name))
+
+    def size(self, node, d: Def) -> int:
+        """The steps ``node`` unrolls to in ``d``'s automaton (a literal one per byte, a repeat
+        its largest count of copies); raises where one part alone is over the limit."""
+        if isinstance(node, Name):
+            if not d.terminal or node.name not in self.defs:
+                return 1
+            self.terminal(node.name)  # refuses a terminal that refers to itself
+            return self.size(self.defs[node.name].body, d)
+        if isinstance(node, (Str, Re, Range)) and not d.terminal:
+            return 1  # an anonymous terminal, called (it is checked as a terminal of its own)
+        if isinstance(node, Str):
+            n = len(node.text.encode("utf-8"))
+            if n >= _limit(d):
+                raise d.src.error(f"string literal of {n:,} bytes {_too_many(n, d)}", node.pos,
+                                  "Shorten it, or split the text between rules.")
+            return n
+        if isinstance(node, Re):
+            n = _ir_size(_regex(node, d.src))
+            if n >= _limit(d):
+                raise d.src.error(f"regular expression {_too_many(n, d)}", node.pos,
+                                  "Shorten it or lower its repeat counts.")
+            return n
+        if isinstance(node, SeqN):
+            return sum(self.size(x, d) for x in node.items)
+        if isinstance(node, AltN):
+            return max(self.size(x, d) for x in node.items)
+        if isinstance(node, RepN):
+            item = self.size(node.item, d)
+            n = item * (node.max if node.max is not None else node.min + 1)
+            if n >= _limit(d):
+                raise d.src.error(f"repeat {_too_many(n, d)} ({item:,} steps a copy, nested repeats "
+                                  "multiplied)", node.pos,
+                                  "Lower the bounds" + ("." if d.terminal else
+                                                        ", or move the repeated part into a rule of its own."))
+            return n
+        return 1
+
     def check_defined(self, node: Name, d: Def) -> None:
         if node.name in self.defs:
             return
@@ -135,6 +188,31 @@ class _Lowering:
         near = _closest(node.name, [n for n in self.defs if (n.lstrip("_")[:1].isupper()) == (kind == "terminal")])
         hint = f"Did you mean '{near}'?" if near else f"Define it ('{node.name}: ...') or %import it."
         raise d.src.error(f"undefined {kind} '{node.name}'", node.pos, hint, width=len(node.name))
+
+
+def _limit(d: Def) -> int:
+    """The most states ``d``'s automaton may have: a terminal's token automaton is built by the
+    lexer (``DEFAULT_STATE_LIMIT``), a rule's by the rule compiler (:data:`MAX_DFA_STATES`)."""
+    return DEFAULT_STATE_LIMIT if d.terminal else MAX_DFA_STATES
+
+
+def _too_many(steps: int, d: Def) -> str:
+    return f"unrolls to {steps + 1:,} automaton states, above the limit of {_limit(d):,}"
+
+
+def _ir_size(e: Expr) -> int:
+    """:meth:`_Lowering.size` for a regular expression's IR."""
+    if isinstance(e, Lit):
+        return len(e.data)
+    if isinstance(e, Seq):
+        return sum(_ir_size(x) for x in e.items)
+    if isinstance(e, Alt):
+        return max(_ir_size(x) for x in e.items)
+    if isinstance(e, Repeat):
+        return _ir_size(e.item) * (e.max if e.max is not None else e.min + 1)
+    if isinstance(e, Fsm):
+        return len(e.edges)
+    return 1
 
 
 def _spelling(node) -> str:
@@ -318,6 +396,8 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
     rules.sort(key=lambda r: (r[0] != start, order[r[0]]))
     terminal_defs = {n: d for n, d in used.items() if d.terminal}
     terminal_defs.update(low.anonymous)
+    for d in [*(d for d in used.values() if not d.terminal), *terminal_defs.values()]:
+        low.check_size(d)
     terminals = _terminal_languages(low, terminal_defs)
     rules += terminals.items()  # bodies stand in until apply_lexer writes the token rules
     root = "start'"

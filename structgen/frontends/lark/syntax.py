@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from structgen.core.automaton import MAX_UNROLL
 from structgen.core.depth import MAX_NESTING
 from structgen.errors import GrammarError
 
@@ -42,6 +43,10 @@ class Tok:
     pos: int
 
 
+#: The most characters of a line an error quotes (a window around the column of a longer one).
+_SHOWN = 160
+
+
 class Source:
     """A grammar text with its name, for errors that point into it."""
 
@@ -54,8 +59,14 @@ class Source:
         end = self.text.find("\n", pos)
         text_line = self.text[start:end if end >= 0 else len(self.text)]
         col = pos - start + 1
-        caret = " " * (col - 1) + "^" * max(1, min(width, len(text_line) - col + 1))
-        full = f"{self.name}:{line}:{col}: {message}\n    {text_line}\n    {caret}"
+        shown, at = text_line, col
+        if len(text_line) > _SHOWN:  # a window of a long line around the column
+            left = max(0, min(col - 1 - _SHOWN // 2, len(text_line) - _SHOWN))
+            shown = ("..." if left else "") + text_line[left:left + _SHOWN] + \
+                ("..." if left + _SHOWN < len(text_line) else "")
+            at = col - left + (3 if left else 0)
+        caret = " " * (at - 1) + "^" * max(1, min(width, len(shown) - at + 1))
+        full = f"{self.name}:{line}:{col}: {message}\n    {shown}\n    {caret}"
         if hint:
             full += f"\n{hint}"
         err = GrammarError(full)
@@ -127,6 +138,7 @@ class RepN:
     item: object
     min: int
     max: "int | None"
+    pos: int = -1  # the operator ('?', '*', '+', '~')
 
 
 @dataclass
@@ -208,6 +220,14 @@ class Parser:
         self.end_of_line()
         self.defs.append(Def(name, t.pos, body, terminal, self.src, priority))
 
+    def repeat_bound(self) -> int:
+        t = self.peek()
+        n = self.expect_number()
+        if n < 0:
+            raise self.src.error(f"repeat bound {n} is negative", t.pos, "A repeat count is 0 or more.",
+                                 width=len(t.text))
+        return n
+
     def expect_number(self) -> int:
         t = self.peek()
         if t.kind != "number":
@@ -252,23 +272,28 @@ class Parser:
             t = self.peek()
             if t.text == "?":
                 self.take()
-                atom = RepN(atom, 0, 1)
+                atom = RepN(atom, 0, 1, t.pos)
             elif t.text == "*":
                 self.take()
-                atom = RepN(atom, 0, None)
+                atom = RepN(atom, 0, None, t.pos)
             elif t.text == "+":
                 self.take()
-                atom = RepN(atom, 1, None)
+                atom = RepN(atom, 1, None, t.pos)
             elif t.text == "~":
                 self.take()
-                lo = self.expect_number()
+                lo = self.repeat_bound()
                 hi = lo
                 if self.peek().text == "..":
                     self.take()
-                    hi = self.expect_number()
+                    hi = self.repeat_bound()
                 if hi < lo:
                     raise self.src.error(f"repeat '~ {lo}..{hi}' has its bounds out of order", t.pos)
-                atom = RepN(atom, lo, hi)
+                if hi > MAX_UNROLL:
+                    raise self.src.error(
+                        f"repeat bound {hi} is above {MAX_UNROLL}, the most copies structgen unrolls", t.pos,
+                        f"Lower the bound to at most {MAX_UNROLL}, or write the repetition with '*' or '+' "
+                        "and check the count after generation.")
+                atom = RepN(atom, lo, hi, t.pos)
             else:
                 return atom
 
