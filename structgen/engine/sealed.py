@@ -139,6 +139,8 @@ def _read_key(root: Path, *, create: bool = False) -> bytes | None:
     it is ours but damaged (wrong length: the entries sealed with it become misses)."""
     path = root / KEY_NAME
     key = _read_owned(path, secret=True)
+    if key is None and os.path.lexists(path):  # another thread may have linked it in just now
+        key = _read_owned(path, secret=True)
     if key is not None and len(key) == _KEY_BYTES:
         return key
     if not create or (key is None and os.path.lexists(path)):
