@@ -307,8 +307,9 @@ def test_maskbench_instances_walk_in_any_key_order(sample_rows):
             if expected:
                 if walk(mb.schema_order(data, row["schema"])):
                     valid += 1
-                    shuffled_valid += walk(mixed)
-                    if not walk(mixed):
+                    ok = walk(mixed)
+                    shuffled_valid += ok
+                    if not ok:
                         lost.append(f"{row['name']} #{i}: {mb.compact(mixed)[:100]}")
                     raw_rejected += not walk(data)
             elif walk(mixed) or walk(data):
