@@ -66,7 +66,8 @@ def _(vocab):
                                       "required": [f"k{i}"]} for i in range(30)]})
 
 
-for _pattern in ("[\\s\\S]{1000,}", "(a|b|c){500}", "[a-z]{1,2000}x", "(ab?){1000}", ".{100}.{100}.{100}"):
+# the repro, a long optional run, and a subset blow-up: refused by the budget in ~5 s here
+for _pattern in ("[\\s\\S]{1000,}", "[a-z]{1,2000}x", "(ab?){1000}"):
     @probe(f"pattern {_pattern}", expect="any")
     def _(vocab, pattern=_pattern):
         compile_schema(vocab, {"type": "string", "pattern": pattern})
