@@ -109,6 +109,11 @@ def _(vocab):
     structgen.compile_regex("x{1000000}", vocab)
 
 
+@probe("Lark terminal of 40,001 states (minimizing it took minutes)", expect="any")
+def _(vocab):
+    structgen.compile_grammar('start: A\nA: ("a" ~ 200) ~ 200', vocab)
+
+
 @probe("grammar with a 100000-long literal", expect="any")
 def _(vocab):
     structgen.compile_grammar('start: "' + "ab" * 50_000 + '"', vocab)

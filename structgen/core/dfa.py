@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from structgen.core.automaton import regular_dfa
-from structgen.core.budget import charge
+from structgen.core.budget import affordable, charge
 from structgen.core.ir import ByteClass, Expr, Fsm
 from structgen.errors import CompileError
 
@@ -130,7 +130,12 @@ def minimize(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:
             by_target.setdefault(t, []).append(b)
         groups.append([(interned.setdefault(frozenset(bs), len(interned)), t) for t, bs in by_target.items()])
     block = [1 if a else 0 for a in accept]
+    rounds = 0
     while True:
+        # A chain of n states takes n rounds over n states: a 40,001-state Lark terminal ran for
+        # minutes. Stop when that work (a unit per 8 state visits) cannot fit the budget.
+        rounds += 1
+        affordable(rounds * len(trans) // 8)
         sigs: dict[tuple, int] = {}
         new_block = []
         for q, row_groups in enumerate(groups):
