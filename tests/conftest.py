@@ -64,3 +64,14 @@ def generator(smollm2_model):
     # The default cost curve, not one measured now: measured on a loaded 2-core CI runner, a
     # wide pass can look too dear for any draft, and the drafting tests would test nothing.
     return structgen.Generator(model, tokenizer, pass_costs=structgen.decoding.costs.PassCosts())
+
+
+@pytest.fixture(scope="module")
+def hostile_worker(request):
+    """The probe worker of a hostile-input test module (:mod:`hostile`), loading that module's
+    ``PROBES``; one per module, closed after it."""
+    from hostile import Worker
+
+    worker = Worker(request.module.__file__)
+    yield worker
+    worker.close()

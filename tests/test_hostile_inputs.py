@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import structgen
-from hostile import Probe, Worker, check, registry
+from hostile import Probe, check, registry
 
 PROBES: dict[str, Probe] = {}
 probe = registry(PROBES)
@@ -174,13 +174,6 @@ def _(vocab):
 @probe("regex that matches nothing", expect="GrammarError")
 def _(vocab):
     structgen.compile_regex("[^\\s\\S]", vocab)
-
-
-@pytest.fixture(scope="module")
-def hostile_worker():
-    worker = Worker(__file__)
-    yield worker
-    worker.close()
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))

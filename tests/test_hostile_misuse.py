@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import structgen
-from hostile import Probe, Worker, check, registry
+from hostile import Probe, check, registry
 
 PROBES: dict[str, Probe] = {}
 probe = registry(PROBES)
@@ -205,13 +205,6 @@ def _(vocab):
     v = structgen.Vocabulary([b"a", bytearray(b"b"), None], eos_ids=np.array([2]), size=np.int64(8))
     assert v.tokens[:3] == [b"a", b"b", None] and v.eos_ids == {2} and v.size == 8
     assert structgen.compile_regex("ab", v).matcher().advance(0)
-
-
-@pytest.fixture(scope="module")
-def hostile_worker():
-    worker = Worker(__file__)
-    yield worker
-    worker.close()
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))

@@ -14,7 +14,7 @@ import pytest
 
 import structgen
 from structgen.core.depth import recursion_room
-from hostile import Probe, Worker, check, registry
+from hostile import Probe, check, registry
 
 PROBES: dict[str, Probe] = {}
 probe = registry(PROBES)
@@ -177,13 +177,6 @@ for _n in (80, 200):
         for fmt in ("json", "hermes"):
             g = tool_call_grammar(specs, FORMATS[fmt], choice="required")
             walk(structgen.Compiler(vocab, disk_cache=False).grammar(g), call_text(FORMATS[fmt], [("f", value)]))
-
-
-@pytest.fixture(scope="module")
-def hostile_worker():
-    worker = Worker(__file__)
-    yield worker
-    worker.close()
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))
