@@ -166,17 +166,22 @@ def test_threads_sharing_compiled_grammars_see_single_threaded_masks(tmp_path, r
         except BaseException as err:  # noqa: BLE001 - reported below with the thread's number
             errors.append(err)
 
+    run_threads(work)
+    assert errors == []
+    assert len(results) == THREADS
+    for k, got in results.items():
+        for name in expected:
+            assert got[name] == expected[name], (k, name)
+
+
+def run_threads(work) -> None:
+    """``work(k)`` in :data:`THREADS` threads, k = 0..THREADS-1; all must end within 5 minutes."""
     threads = [threading.Thread(target=work, args=(k,)) for k in range(THREADS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=300)
     assert not any(t.is_alive() for t in threads)
-    assert errors == []
-    assert len(results) == THREADS
-    for k, got in results.items():
-        for name in expected:
-            assert got[name] == expected[name], (k, name)
 
 
 def test_threads_compiling_and_walking_at_once(tmp_path, racy):
@@ -201,10 +206,6 @@ def test_threads_compiling_and_walking_at_once(tmp_path, racy):
         except BaseException as err:  # noqa: BLE001
             errors.append(err)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
+    run_threads(work)
     assert errors == [] and len(seen) == THREADS
     assert all(s == expected["tree"] for s in seen)
