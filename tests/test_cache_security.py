@@ -36,6 +36,7 @@ from structgen.engine import masks as masks_mod, sealed
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import UnsafeCacheWarning
 from structgen.frontends.tool_calls import FORMATS, read_tools, tool_call_grammar
+from test_compile_cache import count_translations  # one helper for both cache test files
 
 POSIX = hasattr(os, "geteuid")
 OPTIONS = {"whitespace": "flexible", "strict": False, "canonical": False, "lenient": False}
@@ -112,18 +113,6 @@ def entry(root: Path) -> Path:
 
 def facts_files(root: Path) -> list[Path]:
     return sorted((root / "facts").rglob("*.facts"))
-
-
-def count_translations(monkeypatch) -> list[int]:
-    calls: list[int] = []
-    real = structgen.frontends.json_schema.translate.translate_schema
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(structgen.frontends.json_schema.translate, "translate_schema", counting)
-    return calls
 
 
 def evil_pickles(marker: Path) -> list[bytes]:
