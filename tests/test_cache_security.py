@@ -431,23 +431,26 @@ def test_a_damaged_key_is_replaced_and_old_entries_are_misses(cache, monkeypatch
 
 
 def test_threads_creating_the_key_agree_on_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "c"))
-    barrier = threading.Barrier(8)
-    ok: list[bool] = []
+    # The race shows about one round in five, so several rounds, each on a fresh cache.
+    for round_ in range(25):
+        root = tmp_path / f"c{round_}"
+        monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(root))
+        barrier = threading.Barrier(8)
+        ok: list[bool] = []
 
-    def work(k: int) -> None:
-        barrier.wait()
-        ok.append(sealed.write_sealed(tmp_path / "c" / "x" / f"{k}", b"h\n", b"%d" % k))
+        def work(k: int) -> None:
+            barrier.wait()
+            ok.append(sealed.write_sealed(root / "x" / f"{k}", b"h\n", b"%d" % k))
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert ok == [True] * 8
-    assert [sealed.read_sealed(tmp_path / "c" / "x" / f"{k}", b"h\n") for k in range(8)] == \
-        [b"%d" % k for k in range(8)]
-    assert [p.name for p in (tmp_path / "c").iterdir() if p.name.startswith(".")] == []
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert ok == [True] * 8, f"round {round_}"
+        assert [sealed.read_sealed(root / "x" / f"{k}", b"h\n") for k in range(8)] == \
+            [b"%d" % k for k in range(8)]
+        assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []
 
 
 # ------------------------------------------------------------------ STRUCTGEN_DISK_CACHE=0

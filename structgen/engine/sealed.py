@@ -143,9 +143,11 @@ def _read_key(root: Path, *, create: bool = False) -> bytes | None:
         key = _read_owned(path, secret=True)
     if key is not None and len(key) == _KEY_BYTES:
         return key
-    if not create or (key is None and os.path.lexists(path)):
-        return None  # none wanted, or one we may not read (reported) or use: left as it is
+    if not create:
+        return None
     try:
+        # With no key read, a link that finds the name taken keeps what is there: a key another
+        # thread linked in since we looked, or one we may not use (reported), left as it is.
         _make_key(path, replace=key is not None)
     except OSError:
         return None
