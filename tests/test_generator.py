@@ -136,11 +136,16 @@ def test_draft_ends_the_model_keeps_refusing_are_dropped():
 
 
 def test_drafts_are_counted_by_source(generator):
-    r = generator.json(PERSON, PROMPT)
+    r = generator.json(PERSON, PROMPT, speculate=("forced",))
     forced = r.stats.by_source["forced"]
     assert set(r.stats.by_source) == {"forced"} and forced.drafted_tokens == r.stats.drafted_tokens > 0
     assert forced.accepted_tokens == r.stats.accepted_tokens and forced.rejected_drafts == r.stats.rejected_drafts
     assert generator.json(PERSON, PROMPT, speculate=False).stats.by_source == {}
+    both = generator.json(PERSON, PROMPT)
+    assert set(both.stats.by_source) <= {"forced", "lookup"}
+    for name in ("drafted_tokens", "accepted_tokens", "rejected_drafts"):
+        assert getattr(both.stats, name) == sum(getattr(s, name) for s in both.stats.by_source.values())
+    assert sum(both.stats.passes_by_source.values()) == both.stats.forward_passes - 1
 
 
 def test_transformers_backend_extends_and_rolls_back_like_a_fresh_pass(generator):

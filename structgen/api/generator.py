@@ -54,13 +54,20 @@ class Generator:
     device
         Where to run the model (e.g. ``"cpu"``, ``"cuda"``); default: where it is.
     pass_costs
-        The forward-pass cost curve that decides draft lengths; default: measured on first use.
-        Pass one to make draft decisions independent of the machine's load at that moment.
+        The forward-pass cost curve that decides draft lengths, used as it is; default: the
+        curve saved for this model, device and thread count (else a built-in one), learning from
+        the passes it runs. Pass one to make draft decisions independent of the machine's load.
+    draft_model
+        A smaller transformers causal LM with the same tokenizer, drafting tokens under the
+        grammar (e.g. :func:`structgen.decoding.draft_model.truncated_model`); its drafts are
+        used only where their measured payoff beats the cheap ones (forced text, copies from the
+        prompt) and a plain step.
 
     Raises
     ------
     OptionError
-        A model without a tokenizer, or a tokenizer without a model.
+        A model without a tokenizer, a tokenizer without a model, or a draft model whose
+        vocabulary differs from the model's.
 
     Example
     -------
@@ -71,7 +78,7 @@ class Generator:
     """
 
     def __init__(self, model: Any = None, tokenizer: Any = None, *, device: Any = None,
-                 pass_costs: PassCosts | None = None) -> None:
+                 pass_costs: PassCosts | None = None, draft_model: Any = None) -> None:
         if model is None:
             if tokenizer is not None:
                 raise OptionError("pass a model with the tokenizer, or neither for the default model")
@@ -83,7 +90,10 @@ class Generator:
         if device is not None:
             model = model.to(device)
         #: what the tasks decode with (model, tokenizer, vocabulary, compiler, pass costs, drafts)
-        self.context = ModelContext(model.eval(), tokenizer, pass_costs=pass_costs)
+        if draft_model is not None and device is not None:
+            draft_model = draft_model.to(device)
+        self.context = ModelContext(model.eval(), tokenizer, pass_costs=pass_costs,
+                                    draft_model=draft_model.eval() if draft_model is not None else None)
 
     @property
     def model(self) -> Any:
@@ -117,7 +127,7 @@ class Generator:
         return self.context.chat_ids(content)
 
     def json(self, schema: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
-             top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
+             top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
              whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
              raw: bool = False, lenient: bool = False) -> JsonResult:
         """Generate one JSON value that validates against ``schema``.
@@ -133,8 +143,10 @@ class Generator:
         temperature, top_p, top_k, seed
             ``temperature=0`` is greedy; otherwise sampling from the masked distribution.
         speculate
-            Draft the text the grammar forces (default). ``False`` decodes one pass per token,
-            the reference that drafting reproduces token for token.
+            Draft and verify in one pass (default): the text the grammar forces, values copied
+            from the prompt, the draft model's guesses, each where it pays. A collection of
+            names (``("forced", "lookup")``) drafts from those only; ``False`` decodes one pass
+            per token, the reference that drafting reproduces token for token.
         whitespace, strict, lenient
             Grammar options (compact whitespace and closed objects by default; values are
             spelled canonically); see :func:`~structgen.compile_json_schema`. Under
@@ -181,7 +193,7 @@ class Generator:
                          **options)
 
     def text(self, compiled: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
-             top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool = True,
+             top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
              raw: bool = False) -> TextResult:
         """Generate text under a compiled grammar (:class:`~structgen.CompiledGrammar`).
 
@@ -203,7 +215,7 @@ class Generator:
     def sql(self, question: str, database: "str | os.PathLike[str] | sqlite3.Connection", *,
             execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256, max_rows: int = 1000,
             time_limit: float = 10.0, temperature: float = 0.0, retry_temperature: float = 0.8,
-            seed: int | None = None, speculate: bool = True, strict: bool = True) -> SqlResult:
+            seed: int | None = None, speculate: bool | tuple[str, ...] = True, strict: bool = True) -> SqlResult:
         """Write a SQLite query that answers ``question`` on ``database``, and check that it runs.
 
         The model sees the schema (DDL) and the question; decoding follows the SQL grammar
@@ -242,7 +254,7 @@ class Generator:
                    tool_choice: Any = "auto", parallel_tool_calls: bool = True,
                    format: "str | ToolFormat | None" = None, strict: bool = True, max_new_tokens: int = 256,
                    temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                   speculate: bool = True, stop_repeated_calls: bool = True) -> ToolCallResult:
+                   speculate: bool | tuple[str, ...] = True, stop_repeated_calls: bool = True) -> ToolCallResult:
         """The assistant's next turn: text, tool calls, or both, with arguments that validate.
 
         Parameters

@@ -18,10 +18,13 @@ from dataclasses import dataclass
 
 from structgen.errors import OptionError
 
-__all__ = ["DecodeConfig", "MAX_DRAFT"]
+__all__ = ["DRAFT_SOURCES", "DecodeConfig", "MAX_DRAFT"]
 
 #: Longest draft proposed at once.
 MAX_DRAFT = 16
+#: The draft sources by name: the text the grammar forces, values copied from the prompt, a
+#: draft model's guesses (when the generator has one).
+DRAFT_SOURCES = ("forced", "lookup", "model")
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,10 @@ class DecodeConfig:
         Seed of the sampling generator (``None``: a fresh random seed); the global torch RNG is
         neither used nor reseeded.
     speculate
-        Draft (the text the grammar forces, ...) and verify drafts losslessly; ``False`` decodes
-        one pass per token, the reference drafting reproduces.
+        ``True``: draft from every source there is (the text the grammar forces, values copied
+        from the prompt, a draft model if the generator has one) and verify drafts losslessly;
+        a collection of names from :data:`DRAFT_SOURCES` (e.g. ``("forced",)``): those sources
+        only; ``False``: one pass per token, the reference drafting reproduces.
     acceptance_prior
         Expected acceptance of a draft token before any was judged, in ``[0, 1]``; it decides
         draft lengths with the pass-cost curve and then follows the measured acceptance.
@@ -61,7 +66,7 @@ class DecodeConfig:
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = None
-    speculate: bool = True
+    speculate: bool | tuple[str, ...] = True
     acceptance_prior: float = 0.9
     max_draft: int = MAX_DRAFT
 
@@ -78,7 +83,22 @@ class DecodeConfig:
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise OptionError(f"seed must be an int or None, not {self.seed!r}")
         if not isinstance(self.speculate, bool):
-            raise OptionError(f"speculate must be True or False, not {self.speculate!r}")
+            names = self.speculate
+            if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+                raise OptionError(f"speculate must be True, False or a collection of draft source names "
+                                  f"{DRAFT_SOURCES}, not {names!r}")
+            names = tuple(dict.fromkeys(names))
+            unknown = [n for n in names if n not in DRAFT_SOURCES]
+            if unknown:
+                raise OptionError(f"speculate names unknown draft sources {unknown}; they are {DRAFT_SOURCES}")
+            object.__setattr__(self, "speculate", names)
+
+    @property
+    def drafts(self) -> tuple[str, ...]:
+        """The draft sources asked for (all of :data:`DRAFT_SOURCES` for ``speculate=True``)."""
+        if self.speculate is True:
+            return DRAFT_SOURCES
+        return self.speculate or ()
 
     @property
     def greedy(self) -> bool:

@@ -13,7 +13,7 @@ Example
 -------
 >>> from structgen.decoding.drafts import Draft, DraftEnds
 >>> Draft((5, 7), "forced")
-Draft(tokens=(5, 7), source='forced')
+Draft(tokens=(5, 7), source='forced', labels=(), q=())
 >>> DraftEnds().trim([5, 7])
 [5, 7]
 """
@@ -22,32 +22,58 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from structgen.decoding.config import MAX_DRAFT
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary, prefix_range_end
 
-__all__ = ["Draft", "DraftEnds", "DraftSource", "ForcedText", "forced_draft"]
+__all__ = ["Draft", "DraftEnds", "DraftSource", "ForcedText", "extendable_end", "forced_draft", "spell", "trim_extendable"]
 
 
 @dataclass(frozen=True)
 class Draft:
-    """Token ids proposed for the next positions of a row, and the name of their source."""
+    """Token ids proposed for the next positions of a row, and the name of their source.
+
+    A composed draft crosses regions: ``labels`` names, per token, whose guess it is (the text
+    the grammar forces inside a prompt-lookup draft is ``"forced"``); empty means every token is
+    ``source``'s. ``q`` holds, per token, the distribution a draft model sampled it from (a
+    probability tensor over the vocabulary), or None for a point mass; empty means all point
+    masses. Acceptance is learned and reported per label.
+    """
 
     tokens: tuple[int, ...]
     source: str
+    labels: tuple[str, ...] = ()
+    q: tuple[Any, ...] = ()
 
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def label(self, i: int) -> str:
+        """Whose guess token ``i`` is."""
+        return self.labels[i] if self.labels else self.source
+
+    def distribution(self, i: int) -> Any:
+        """The draft distribution token ``i`` was sampled from, or None for a point mass."""
+        return self.q[i] if self.q else None
+
     def cut(self, length: int) -> "Draft":
         """The first ``length`` tokens, same source."""
-        return self if length >= len(self.tokens) else Draft(self.tokens[:length], self.source)
+        if length >= len(self.tokens):
+            return self
+        return Draft(self.tokens[:length], self.source, self.labels[:length], self.q[:length])
 
 
 class DraftSource(Protocol):
-    """Proposes drafts for a row; learns from how many of its tokens were kept."""
+    """Proposes drafts for a row; learns from how many of its tokens were kept.
+
+    A source that keeps state per row (the prompt it copies from, a draft model's cache)
+    also has ``for_row(prompt_ids, config)`` returning the source for one row; the loop calls it
+    once per row before decoding. ``cost_per_token`` (optional, default 0) is what proposing
+    one token costs, relative to a 1-position pass of the model: the controller runs a costly
+    source only where its expected payoff beats the cheap ones.
+    """
 
     #: the label of its drafts in the statistics
     name: str
@@ -56,38 +82,64 @@ class DraftSource(Protocol):
         """At most ``limit`` tokens to follow ``tokens`` (the row's output so far; ``matcher``
         is past them and must be left there); an empty draft when there is nothing to propose."""
 
-    def record(self, draft: Draft, kept: int) -> None:
-        """``draft`` (as verified, perhaps shorter than proposed) kept its first ``kept`` tokens."""
+    def record(self, draft: Draft, kept: int, choice: int | None = None) -> None:
+        """``draft`` (as verified, perhaps shorter than proposed) kept its first ``kept`` tokens;
+        ``choice`` is the model's own token at the first refused position (None: all kept)."""
 
 
-def forced_draft(matcher: Matcher, tokenizer: Any, vocab: Vocabulary, limit: int = MAX_DRAFT) -> list[int]:
+def spell(tokenizer: Any, vocab: Vocabulary, data: bytes, limit: int = MAX_DRAFT,
+          prefer: Mapping[int, int] | None = None) -> list[int]:
+    """Canonical tokens of ``data`` (tokenized on its own), kept while their bytes spell it;
+    at most ``limit``. An incomplete UTF-8 character at the end is left out.
+
+    ``prefer`` maps a canonical token to the one the model was seen to write in its place (a
+    shorter or longer token of the same text, :attr:`DraftEnds.prefer`): where the text
+    allows it, that token is used and the rest is tokenized again after it.
+    """
+    data = data.decode("utf-8", "ignore").encode("utf-8")
+    tokens: list[int] = []
+    pos = 0
+    for _ in range(8):  # at most this many re-tokenizations after a preferred token
+        if pos >= len(data) or len(tokens) >= limit:
+            break
+        switched = False
+        for tid in tokenizer.encode(data[pos:].decode("utf-8", "ignore"), add_special_tokens=False):
+            piece = vocab.tokens[tid] if 0 <= tid < vocab.size else None
+            if not piece or data[pos:pos + len(piece)] != piece:
+                return tokens
+            alt = prefer.get(tid) if prefer else None
+            if alt is not None and vocab.tokens[alt] and data.startswith(vocab.tokens[alt], pos):
+                tid, piece, switched = alt, vocab.tokens[alt], True
+            tokens.append(tid)
+            pos += len(piece)
+            if len(tokens) == limit or switched:
+                break
+        if not switched:
+            break
+    return tokens
+
+
+def forced_draft(matcher: Matcher, tokenizer: Any, vocab: Vocabulary, limit: int = MAX_DRAFT,
+                 prefer: Mapping[int, int] | None = None) -> list[int]:
     """Canonical tokens of the text the grammar forces from here (possibly empty).
 
-    The forced text is tokenized on its own; tokens are kept while their bytes spell it and the
-    matcher accepts them, and trailing tokens that a longer legal token could extend are dropped
-    (the model, seeing what follows, would likely pick the longer one).
+    The forced text is tokenized on its own (:func:`spell`); tokens are kept while the matcher
+    accepts them, and trailing tokens that a longer legal token could extend are dropped (the
+    model, seeing what follows, would likely pick the longer one).
     """
-    text = matcher.forced_text()
-    if not text or limit <= 0:
-        return []
-    data = text.encode("utf-8")
-    draft: list[int] = []
-    pos = 0
-    for tid in tokenizer.encode(text, add_special_tokens=False):
-        piece = vocab.tokens[tid] if 0 <= tid < vocab.size else None
-        if not piece or data[pos:pos + len(piece)] != piece:
-            break
-        draft.append(tid)
-        pos += len(piece)
-        if len(draft) == limit:
-            break
-    draft = draft[:matcher.validate(draft)]
-    while draft and _extendable(matcher, vocab, draft):
+    draft = spell(tokenizer, vocab, matcher.forced_text().encode("utf-8"), limit, prefer)
+    return trim_extendable(matcher, vocab, draft[:matcher.validate(draft)])
+
+
+def trim_extendable(matcher: Matcher, vocab: Vocabulary, draft: list[int]) -> list[int]:
+    """``draft`` (legal from ``matcher``) without the trailing tokens some longer legal token
+    could extend."""
+    while draft and extendable_end(matcher, vocab, draft):
         draft.pop()
     return draft
 
 
-def _extendable(matcher: Matcher, vocab: Vocabulary, draft: list[int]) -> bool:
+def extendable_end(matcher: Matcher, vocab: Vocabulary, draft: Sequence[int]) -> bool:
     """Whether some legal token after ``draft[:-1]`` starts with ``draft[-1]``'s bytes and is longer."""
     probe = matcher.fork()
     for tid in draft[:-1]:
@@ -116,6 +168,9 @@ class DraftEnds:
         self.min_seen = min_seen
         self.max_refused = max_refused
         self.seen: dict[int, list[int]] = {}  # token -> [times proposed last, times refused]
+        #: drafted token -> the token the model wrote instead, a shorter or longer spelling of
+        #: the same text (SmolLM2 writes ``":`` where the canonical split is ``":"``)
+        self.prefer: dict[int, int] = {}
 
     def trim(self, draft: list[int]) -> list[int]:
         if draft:
@@ -123,6 +178,15 @@ class DraftEnds:
             if seen >= self.min_seen and refused > self.max_refused * seen:
                 return draft[:-1]
         return draft
+
+    def record_choice(self, vocab: Vocabulary, refused: int, choice: int | None) -> None:
+        """The model wrote ``choice`` where ``refused`` was drafted: remember it when one spells
+        a prefix of the other (a different split of the same text)."""
+        if choice is None or choice == refused:
+            return
+        a, b = vocab.tokens[refused], vocab.tokens[choice]
+        if a and b and (a.startswith(b) or b.startswith(a)):
+            self.prefer[refused] = choice
 
     def record(self, draft: Sequence[int], kept: int) -> None:
         if draft and kept >= len(draft) - 1:  # the last token was judged
@@ -144,8 +208,10 @@ class ForcedText:
         self.ends = ends if ends is not None else DraftEnds()
 
     def propose(self, matcher: Matcher, tokens: Sequence[int], limit: int) -> Draft:
-        draft = self.ends.trim(forced_draft(matcher, self.tokenizer, self.vocab, limit))
+        draft = self.ends.trim(forced_draft(matcher, self.tokenizer, self.vocab, limit, self.ends.prefer))
         return Draft(tuple(draft), self.name)
 
-    def record(self, draft: Draft, kept: int) -> None:
+    def record(self, draft: Draft, kept: int, choice: int | None = None) -> None:
         self.ends.record(draft.tokens, kept)
+        if kept < len(draft):
+            self.ends.record_choice(self.vocab, draft.tokens[kept], choice)

@@ -4,12 +4,15 @@ Rows of sequences over a :class:`~structgen.decoding.backend.ModelBackend` (toda
 transformers backend runs one row). Each step, for each row:
 
 1. choose the next token from the masked logits (greedy argmax, or a sample);
-2. ask the draft sources (:mod:`structgen.decoding.drafts`; by default the text the grammar now
-   forces, tokenized canonically) for a *draft*, cut to the length the pass-cost curve pays
-   for at the acceptance measured so far (:class:`~structgen.decoding.costs.PassCosts`);
+2. ask the row's :class:`~structgen.decoding.controller.DraftController` for a *draft*: it
+   weighs the draft sources (:mod:`structgen.decoding.drafts`: the text the grammar forces;
+   :mod:`~structgen.decoding.lookup`: values copied from the prompt; a draft model) by the
+   acceptance measured so far per label and the pass-cost curve
+   (:class:`~structgen.decoding.costs.PassCosts`), and cuts the best draft where it pays;
 3. feed ``[token] + draft`` in one forward pass; walk the draft with the matcher, masking every
    position exactly as step-by-step decoding would, and keep each draft token only when the
-   model's own choice there is that token (greedy) or by the point-mass rule (sampling, see
+   model's own choice there is that token (greedy), by the point-mass rule, or by the
+   ``min(1, p/q)`` rule for a draft model's sampled token (sampling, see
    :mod:`structgen.decoding.sampling`); the first refused position yields the model's own token;
 4. roll the backend's cache back to what was kept.
 
@@ -32,12 +35,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Collection, Literal, Sequence
 
-import numpy as np
 
 from structgen.decoding.backend import ModelBackend
 from structgen.decoding.config import DecodeConfig
+from structgen.decoding.controller import Acceptance, DraftController
 from structgen.decoding.costs import PassCosts
 from structgen.decoding.drafts import Draft, DraftSource
+from structgen.decoding.masking import Masker
 from structgen.decoding.stats import GenerationStats
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
@@ -50,11 +54,6 @@ __all__ = ["Finish", "RowRequest", "RowOutcome", "check_context", "decode", "dec
 
 #: How a row ended: the model chose EOS, the grammar allowed nothing more, or ``stop`` said so.
 Finish = Literal["eos", "grammar", "stop"]
-
-#: The running acceptance estimate of a source: this much of the old estimate, the rest from
-#: the latest draft's kept fraction.
-ACCEPTANCE_KEEP, ACCEPTANCE_STEP = 0.8, 0.2
-
 
 @dataclass
 class RowRequest:
@@ -84,7 +83,7 @@ class _Row:
     request: RowRequest
     stats: GenerationStats
     generator: "torch.Generator"
-    acceptance: dict[str, float]
+    controller: DraftController
     started: float
     tokens: list[int] = field(default_factory=list)
     logits: "torch.Tensor | None" = None  # for the next position
@@ -97,28 +96,10 @@ class _Row:
         return self.finish is not None or self.error is not None
 
 
-class _Masker:
-    """Masked logits for a matcher's current state."""
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-
-    def masked(self, logits: "torch.Tensor", matcher: Matcher) -> "torch.Tensor":
-        import torch
-
-        bits = np.unpackbits(matcher.mask_words().view(np.uint8), bitorder="little")[: self.width]
-        if bits.size < self.width:  # logits wider than the vocabulary: the rest stays masked
-            bits = np.concatenate([bits, np.zeros(self.width - bits.size, np.uint8)])
-        allowed = torch.from_numpy(bits.astype(bool)).to(logits.device)
-        if not bool(allowed.any()):
-            raise DecodingError("the grammar allows no token here: " + (matcher.last_rejection or "dead end"))
-        return logits.float().masked_fill(~allowed, float("-inf"))
-
-
 def decode(backend: ModelBackend, vocab: Vocabulary, matcher: Matcher, prompt_ids: Sequence[int],
            config: DecodeConfig, *, sources: Sequence[DraftSource] = (), costs: PassCosts | None = None,
            banned_first: Collection[int] = (), stop: Callable[[list[int]], bool] | None = None,
-           ) -> tuple[list[int], Finish, GenerationStats]:
+           learned: dict[str, float] | None = None) -> tuple[list[int], Finish, GenerationStats]:
     """Decode one sequence under ``matcher``; return (token ids, how it ended, stats).
 
     ``matcher`` may already be past some tokens (they end ``prompt_ids`` too): decoding resumes
@@ -127,9 +108,12 @@ def decode(backend: ModelBackend, vocab: Vocabulary, matcher: Matcher, prompt_id
     end, after each chosen token and after each pass's accepted draft tokens; True ends decoding
     there (finish ``"stop"``).
 
-    ``sources`` propose drafts when ``config.speculate`` (the first non-empty proposal is
-    used); ``costs`` size them (default: :class:`PassCosts`' built-in curve). Drafts only change
-    speed, never the output.
+    ``sources`` propose drafts when ``config.speculate``; a controller per row chooses among
+    them (:mod:`structgen.decoding.controller`); ``costs`` is the pass-cost curve (default:
+    :class:`PassCosts`' built-in one), which learns from the passes it sees. ``learned`` holds
+    acceptance per draft label from earlier generations: each row starts halfway between it and
+    ``config.acceptance_prior``, and it is updated when the row ends. Drafts only change speed,
+    never the output.
 
     ``token_ids`` exclude the final EOS. ``finish`` is ``"eos"`` when the model chose an
     end-of-sequence token and ``"grammar"`` when nothing else could follow (no pass spent).
@@ -142,7 +126,7 @@ def decode(backend: ModelBackend, vocab: Vocabulary, matcher: Matcher, prompt_id
         The grammar allowed no token (a dead end), or the model and the grammar disagreed.
     """
     (outcome,) = decode_rows(backend, vocab, [RowRequest(matcher, prompt_ids, banned_first, stop)], config,
-                             sources=sources, costs=costs)
+                             sources=sources, costs=costs, learned=learned)
     if outcome.error is not None:
         raise outcome.error
     assert outcome.finish is not None
@@ -150,7 +134,8 @@ def decode(backend: ModelBackend, vocab: Vocabulary, matcher: Matcher, prompt_id
 
 
 def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[RowRequest], config: DecodeConfig, *,
-                sources: Sequence[DraftSource] = (), costs: PassCosts | None = None) -> list[RowOutcome]:
+                sources: Sequence[DraftSource] = (), costs: PassCosts | None = None,
+                learned: dict[str, float] | None = None) -> list[RowOutcome]:
     """Decode a batch of rows (see :func:`decode`, which is this for one row).
 
     Rows advance together, one backend pass per step; a row that ends is fed nothing more.
@@ -167,15 +152,20 @@ def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[Row
         speculation = "off"
     elif backend.rollback_refusal:
         speculation = f"off: {backend.rollback_refusal}"
+    if config.speculate is not True:  # the sources named
+        sources = [source for source in sources if source.name in config.drafts]
     speculate = speculation == "on" and bool(sources)
     costs = costs or PassCosts()
-    masker = _Masker(backend.logits_width)
+    masker = Masker(backend.logits_width)
     rows = []
     for r, request in enumerate(requests):
         # Sampling draws from its own generator: the global torch RNG is neither used nor reseeded.
         seed = config.seed + r if config.seed is not None else secrets.randbits(63)
+        row_sources = [_for_row(source, request.prompt_ids, config) for source in sources] if speculate else []
+        start = {label: (rate + config.acceptance_prior) / 2 for label, rate in (learned or {}).items()}
+        controller = DraftController(row_sources, costs, Acceptance(config.acceptance_prior, start))
         rows.append(_Row(request, GenerationStats(prefill_tokens=len(request.prompt_ids), speculation=speculation),
-                         torch.Generator().manual_seed(seed), {}, time.perf_counter()))
+                         torch.Generator().manual_seed(seed), controller, time.perf_counter()))
 
     with torch.no_grad():
         first = backend.prefill([list(row.request.prompt_ids) for row in rows])
@@ -189,20 +179,24 @@ def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[Row
             feeds: list[list[int]] = []
             drafts: list[Draft | None] = []
             for row in rows:
-                step = None if row.done else _next_step(row, vocab, masker, config, costs,
-                                                        sources if speculate else ())
+                step = None if row.done else _next_step(row, vocab, masker, config)
                 drafts.append(step[1] if step else None)
                 feeds.append([step[0], *step[1].tokens] if step else [])
             if not any(feeds):
                 break
+            started = time.perf_counter()
             outs = backend.extend(feeds)
+            if len(rows) == 1:  # the curve is per row count; batches are measured elsewhere
+                costs.observe(len(feeds[0]), time.perf_counter() - started)
             rollbacks = [0] * len(rows)
             for r, (row, draft, logits) in enumerate(zip(rows, drafts, outs)):
                 if draft is not None:
-                    rollbacks[r] = _verify(row, draft, logits, masker, config, sources)
+                    rollbacks[r] = _verify(row, draft, logits, masker, config)
             if any(rollbacks):
                 backend.rollback(rollbacks)
     for row in rows:
+        if learned is not None:
+            learned.update(row.controller.acceptance.rates)
         if row.error is not None:  # its stats were closed when it ended
             continue
         row.stats.new_tokens = len(row.tokens)
@@ -227,7 +221,7 @@ def check_context(backend: ModelBackend, prompts: Sequence[Sequence[int]], confi
                 "shorten the prompt (fewer tools, a shorter document) or lower max_new_tokens")
 
 
-def _choose(row: _Row, logits: "torch.Tensor", masker: _Masker, config: DecodeConfig) -> int:
+def _choose(row: _Row, logits: "torch.Tensor", masker: Masker, config: DecodeConfig) -> int:
     from structgen.decoding import sampling
 
     masked = masker.masked(logits, row.request.matcher)
@@ -237,8 +231,12 @@ def _choose(row: _Row, logits: "torch.Tensor", masker: _Masker, config: DecodeCo
     return sampling.sample_token(probs, row.generator)
 
 
-def _next_step(row: _Row, vocab: Vocabulary, masker: _Masker, config: DecodeConfig, costs: PassCosts,
-               sources: Sequence[DraftSource]) -> tuple[int, Draft] | None:
+def _for_row(source: DraftSource, prompt_ids: Sequence[int], config: DecodeConfig) -> DraftSource:
+    for_row = getattr(source, "for_row", None)
+    return for_row(prompt_ids, config) if for_row is not None else source
+
+
+def _next_step(row: _Row, vocab: Vocabulary, masker: Masker, config: DecodeConfig) -> tuple[int, Draft] | None:
     """The row's next token and the draft to verify after it, or None when the row ended
     (``row.finish`` or ``row.error`` set)."""
     matcher, tokens = row.request.matcher, row.tokens
@@ -266,26 +264,18 @@ def _next_step(row: _Row, vocab: Vocabulary, masker: _Masker, config: DecodeConf
     if row.request.stop is not None and matcher.can_end() and row.request.stop(tokens):
         row.finish = "stop"
         return None
-    draft = Draft((), "")
     limit = min(config.max_draft, config.max_new_tokens - len(tokens))
-    for source in sources:
-        draft = source.propose(matcher, tokens, limit)
-        if draft.tokens:
-            break
-    if draft.tokens:
-        acceptance = row.acceptance.get(draft.source, config.acceptance_prior)
-        draft = draft.cut(costs.best_length(len(draft), acceptance))
-    return token, draft
+    return token, row.controller.propose(matcher, tokens, limit) if limit > 0 else Draft((), "")
 
 
-def _verify(row: _Row, draft: Draft, logits: "torch.Tensor", masker: _Masker, config: DecodeConfig,
-            sources: Sequence[DraftSource]) -> int:
+def _verify(row: _Row, draft: Draft, logits: "torch.Tensor", masker: Masker, config: DecodeConfig) -> int:
     """Walk ``draft`` against the pass's ``logits`` (one row per fed position); return how many
     positions to roll back."""
     from structgen.decoding import sampling
 
     matcher, tokens = row.request.matcher, row.tokens
     row.stats.forward_passes += 1
+    row.stats.count_pass(draft.source if draft.tokens else "none")
     kept = 0
     for i, proposed in enumerate(draft.tokens):
         masked = masker.masked(logits[i], matcher)
@@ -295,7 +285,11 @@ def _verify(row: _Row, draft: Draft, logits: "torch.Tensor", masker: _Masker, co
         else:
             probs = sampling.target_probs(masked, temperature=config.temperature, top_k=config.top_k,
                                           top_p=config.top_p)
-            ok, choice = sampling.verify_draft(probs, proposed, row.generator)
+            q = draft.distribution(i)
+            if q is None:
+                ok, choice = sampling.verify_draft(probs, proposed, row.generator)
+            else:
+                ok, choice = sampling.verify_sampled_draft(probs, q.to(probs.device), proposed, row.generator)
         if not ok:
             row.pending = choice  # the model's own token at this position
             break
@@ -303,12 +297,11 @@ def _verify(row: _Row, draft: Draft, logits: "torch.Tensor", masker: _Masker, co
         tokens.append(proposed)
         kept += 1
     if draft.tokens:
-        row.stats.count_draft(draft.source, drafted=len(draft), accepted=kept)
-        for source in sources:
-            if source.name == draft.source:
-                source.record(draft, kept)
-        previous = row.acceptance.get(draft.source, config.acceptance_prior)
-        row.acceptance[draft.source] = ACCEPTANCE_KEEP * previous + ACCEPTANCE_STEP * (kept / len(draft))
+        labels = [draft.label(i) for i in range(len(draft))]
+        for label in dict.fromkeys(labels):
+            row.stats.count_draft(label, drafted=labels.count(label), accepted=labels[:kept].count(label),
+                                  refused=kept < len(labels) and labels[kept] == label)
+        row.controller.record(draft, kept, row.pending)
     row.logits = logits[kept]
     if kept and matcher.is_finished():
         row.finish = "grammar"

@@ -53,7 +53,7 @@ import torch
 
 from structgen.errors import OptionError
 
-__all__ = ["target_probs", "greedy_token", "sample_token", "verify_draft"]
+__all__ = ["target_probs", "greedy_token", "sample_token", "verify_draft", "verify_sampled_draft"]
 
 
 def _check_1d(t: torch.Tensor, name: str) -> None:
@@ -276,4 +276,40 @@ def verify_draft(probs: torch.Tensor, draft: int, generator: torch.Generator) ->
     residual[draft] = 0
     if not float(residual.sum()) > 0:  # rounding left p(d) just below 1 and nothing else
         return True, draft
+    return False, int(torch.multinomial(residual, 1, generator=generator))
+
+
+def verify_sampled_draft(probs: torch.Tensor, q: torch.Tensor, draft: int,
+                         generator: torch.Generator) -> tuple[bool, int]:
+    """Verify a token a draft model sampled from ``q``, losslessly (speculative sampling).
+
+    Accept ``draft`` with probability ``min(1, p(d) / q(d))``; on rejection sample from the
+    residual ``normalise(max(0, p - q))``. The returned token is then distributed exactly as
+    ``probs``: ``P(X = x) = q(x) min(1, p(x)/q(x)) + (1 - sum_y min(p(y), q(y))) r(x) = p(x)``.
+    ``probs`` and ``q`` are distributions over the same vocabulary, on the same device (both
+    masked and processed the same way, e.g. by :func:`target_probs`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> p = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
+    >>> q = torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64)
+    >>> verify_sampled_draft(p, q, 0, g)
+    (False, 1)
+    """
+    _check_1d(probs, "probs")
+    _check_1d(q, "q")
+    if q.numel() != probs.numel():
+        raise OptionError(f"q has {q.numel()} entries and probs {probs.numel()}")
+    if isinstance(draft, bool) or not 0 <= int(draft) < probs.numel():
+        raise IndexError(f"draft {draft!r} out of range for {probs.numel()} tokens")
+    draft = int(draft)
+    p_d, q_d = float(probs[draft]), float(q[draft])
+    u = float(torch.rand((), generator=generator, dtype=torch.float64, device=generator.device))
+    if q_d > 0 and u < min(1.0, p_d / q_d):
+        return True, draft
+    residual = (probs.to(torch.float64) - q.to(torch.float64)).clamp_min(0)
+    if not float(residual.sum()) > 0:  # p == q up to rounding: nothing left but the draft
+        return (True, draft) if p_d > 0 else (False, int(torch.multinomial(probs, 1, generator=generator)))
     return False, int(torch.multinomial(residual, 1, generator=generator))

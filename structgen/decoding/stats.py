@@ -42,7 +42,10 @@ class GenerationStats:
     ``forward_passes`` counts every model call, the prefill included; ``new_tokens`` excludes
     the final end-of-sequence token (an EOS the grammar forces costs no pass at all).
     ``drafted_tokens``, ``accepted_tokens`` and ``rejected_drafts`` are the totals over draft
-    sources; ``by_source`` splits them by the source's name (e.g. ``"forced"``).
+    sources; ``by_source`` splits them by label (``"forced"`` text, ``"lookup"`` copies,
+    ``"model"`` guesses; a composed draft counts each token under its own label).
+    ``passes_by_source`` counts decoding passes by the source of the draft they verified
+    (``"none"``: a plain step).
     """
 
     forward_passes: int = 0
@@ -54,6 +57,7 @@ class GenerationStats:
     seconds: float = 0.0
     speculation: str = "on"
     by_source: dict[str, DraftStats] = field(default_factory=dict)
+    passes_by_source: dict[str, int] = field(default_factory=dict)
 
     @property
     def acceptance_rate(self) -> float:
@@ -65,13 +69,18 @@ class GenerationStats:
         """Decoding passes (prefill excluded) per new token."""
         return (self.forward_passes - 1) / self.new_tokens if self.new_tokens else 0.0
 
-    def count_draft(self, source: str, *, drafted: int, accepted: int) -> None:
-        """Count one verified draft of ``source``: ``drafted`` tokens, ``accepted`` of them kept."""
-        one = DraftStats(drafted, accepted, int(accepted < drafted))
+    def count_draft(self, source: str, *, drafted: int, accepted: int, refused: bool | None = None) -> None:
+        """Count one verified draft of ``source``: ``drafted`` tokens, ``accepted`` of them kept;
+        ``refused``: whether the draft was cut short at one of them (default: some were not kept)."""
+        one = DraftStats(drafted, accepted, int(accepted < drafted if refused is None else refused))
         self.drafted_tokens += one.drafted_tokens
         self.accepted_tokens += one.accepted_tokens
         self.rejected_drafts += one.rejected_drafts
         self.by_source.setdefault(source, DraftStats()).add(one)
+
+    def count_pass(self, source: str) -> None:
+        """Count a decoding pass that verified a draft of ``source`` (``"none"``: no draft)."""
+        self.passes_by_source[source] = self.passes_by_source.get(source, 0) + 1
 
     def add(self, other: "GenerationStats | None") -> None:
         """Add another run's passes, tokens, drafts and seconds (a retry of the same prompt:
@@ -84,3 +93,5 @@ class GenerationStats:
         self.speculation = other.speculation
         for source, counts in other.by_source.items():
             self.by_source.setdefault(source, DraftStats()).add(counts)
+        for source, passes in other.passes_by_source.items():
+            self.passes_by_source[source] = self.passes_by_source.get(source, 0) + passes

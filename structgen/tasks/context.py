@@ -24,12 +24,15 @@ from typing import Any, Callable, Collection, Sequence
 from structgen.decoding.backend import ModelBackend, TransformersBackend
 from structgen.decoding.config import DecodeConfig
 from structgen.decoding.costs import PassCosts
+from structgen.decoding.draft_model import DraftModel
 from structgen.decoding.drafts import DraftEnds, DraftSource, ForcedText
+from structgen.decoding.lookup import PromptLookup
 from structgen.decoding.loop import Finish, check_context, decode
 from structgen.decoding.stats import GenerationStats
 from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
+from structgen.errors import OptionError
 
 __all__ = ["ModelContext"]
 
@@ -43,10 +46,16 @@ class ModelContext:
     model, tokenizer
         The model and its tokenizer.
     pass_costs
-        The forward-pass cost curve that sizes drafts; ``None``: measured on first use.
+        The forward-pass cost curve that sizes drafts, used as it is; ``None``: the curve saved
+        for this model, device and thread count (else the default), learning from every pass
+        (:meth:`PassCosts.for_model <structgen.decoding.costs.PassCosts.for_model>`).
+    draft_model
+        A smaller causal LM with the same tokenizer, drafting under the grammar
+        (:class:`~structgen.decoding.draft_model.DraftModel`); ``None``: none.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, pass_costs: PassCosts | None = None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, pass_costs: PassCosts | None = None,
+                 draft_model: Any = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
         embeddings = model.get_output_embeddings()
@@ -57,29 +66,57 @@ class ModelContext:
         self._costs = pass_costs
         #: learned per model: which draft ends it tends to refuse
         self.draft_ends = DraftEnds()
+        #: learned per model: acceptance per draft label, where each generation starts from
+        self.acceptance: dict[str, float] = {}
+        self.draft_model = None
+        if draft_model is not None:
+            _check_draft_model(model, draft_model)
+            self.draft_model = DraftModel(draft_model, tokenizer, self.vocabulary, self.pass_costs,
+                                          self.draft_ends.prefer)
 
     @property
     def pass_costs(self) -> PassCosts:
-        """Relative cost of a forward pass by number of new positions, measured on first use."""
+        """Relative cost of a forward pass by number of new positions (see ``pass_costs``)."""
         if self._costs is None:
-            self._costs = PassCosts.measure(self.backend())
+            self._costs = PassCosts.for_model(self.model)
         return self._costs
 
     def backend(self) -> ModelBackend:
         """A fresh backend (its own cache) over the model, for one generation."""
         return TransformersBackend(self.model)
 
-    def draft_sources(self) -> list[DraftSource]:
-        """The draft sources, in the order they are asked: the grammar's forced text."""
-        return [ForcedText(self.tokenizer, self.vocabulary, self.draft_ends)]
+    def draft_sources(self, config: DecodeConfig | None = None) -> list[DraftSource]:
+        """The draft sources ``config.speculate`` asks for (all there are by default): the
+        grammar's forced text, values copied from the prompt, the draft model if there is one.
+
+        Raises
+        ------
+        OptionError
+            ``speculate`` names ``"model"`` and there is no draft model.
+        """
+        wanted = config.drafts if config is not None else ("forced", "lookup", "model")
+        if "model" in wanted and self.draft_model is None and config is not None and config.speculate is not True:
+            raise OptionError("speculate names the 'model' draft source, but this Generator has no draft_model; "
+                              "pass Generator(..., draft_model=...) or leave 'model' out")
+        sources: list[DraftSource] = []
+        if "forced" in wanted:
+            sources.append(ForcedText(self.tokenizer, self.vocabulary, self.draft_ends))
+        if "lookup" in wanted:
+            sources.append(PromptLookup(self.tokenizer, self.vocabulary, self.draft_ends))
+        if "model" in wanted and self.draft_model is not None:
+            sources.append(self.draft_model)
+        return sources
 
     def decode(self, matcher: Matcher, prompt_ids: Sequence[int], config: DecodeConfig, *,
                banned_first: Collection[int] = (), stop: Callable[[list[int]], bool] | None = None,
                ) -> tuple[list[int], Finish, GenerationStats]:
         """:func:`structgen.decoding.loop.decode` on this model with its draft sources."""
-        return decode(self.backend(), self.vocabulary, matcher, prompt_ids, config,
-                      sources=self.draft_sources(), costs=self.pass_costs if config.speculate else None,
-                      banned_first=banned_first, stop=stop)
+        sources = self.draft_sources(config) if config.speculate else []
+        try:
+            return decode(self.backend(), self.vocabulary, matcher, prompt_ids, config, sources=sources,
+                          costs=self.pass_costs, banned_first=banned_first, stop=stop, learned=self.acceptance)
+        finally:
+            self.pass_costs.save()
 
     def check_fits(self, prompt_ids: Sequence[int], config: DecodeConfig) -> None:
         """Raise :class:`~structgen.ContextLengthError` now if ``prompt_ids`` and the token
@@ -103,3 +140,14 @@ class ModelContext:
         """The text of ``tokens`` from their bytes (not the tokenizer's text view, which may
         strip or add spaces around SentencePiece pieces)."""
         return self.vocabulary.token_bytes(list(tokens)).decode("utf-8", errors)
+
+
+def _check_draft_model(model: Any, draft_model: Any) -> None:
+    """A draft model must share the target's tokenizer: at least its logits must cover the
+    same vocabulary (the tokenizer itself cannot be checked from the model)."""
+    if not callable(getattr(draft_model, "get_output_embeddings", None)):
+        raise OptionError(f"draft_model must be a transformers causal LM, not {type(draft_model).__name__}")
+    sizes = [getattr(getattr(m, "config", None), "vocab_size", None) for m in (model, draft_model)]
+    if None not in sizes and sizes[0] != sizes[1]:
+        raise OptionError(f"draft_model has a vocabulary of {sizes[1]} tokens and the model {sizes[0]}: "
+                          "a draft model must use the model's tokenizer")
