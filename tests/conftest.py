@@ -48,7 +48,7 @@ def smollm2_model():
 def pytest_collection_modifyitems(config, items):
     """Any test that uses the real model is ``slow`` (still run in CI; ``-m 'not slow'`` skips)."""
     for item in items:
-        if {"smollm2_model", "generator"} & set(getattr(item, "fixturenames", ())):
+        if {"smollm2_model", "generator", "draft_generator"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
 
 
@@ -64,6 +64,47 @@ def generator(smollm2_model):
     # The default cost curve, not one measured now: measured on a loaded 2-core CI runner, a
     # wide pass can look too dear for any draft, and the drafting tests would test nothing.
     return structgen.Generator(model, tokenizer, pass_costs=structgen.decoding.costs.PassCosts())
+
+
+@pytest.fixture(scope="session")
+def draft_generator(smollm2_model):
+    """A :class:`structgen.Generator` on the default model with a draft model: the same model
+    dynamically quantized to int8 (it agrees with the model most of the time)."""
+    import structgen
+    from structgen.decoding.draft_model import quantized_model
+
+    model, tokenizer = smollm2_model
+    generator = structgen.Generator(model, tokenizer, pass_costs=structgen.decoding.costs.PassCosts(),
+                                    draft_model=quantized_model(model))
+    # Priced low, so it drafts wherever it is accepted and the tests exercise it whatever the
+    # runner's speed (measured, on a CPU it mostly does not pay: benchmarks/results).
+    generator.context.draft_model.fixed_cost = 0.1
+    return generator
+
+
+@pytest.fixture(scope="module")
+def legal_drafts_only():
+    """Every draft any source proposes while the fixture is active is checked against the
+    matcher, all the way (a property of the sources, checked on real decoding)."""
+    from structgen.decoding.draft_model import _DraftModelRow
+    from structgen.decoding.drafts import ForcedText
+    from structgen.decoding.lookup import PromptLookup
+
+    seen = {"drafts": 0}
+
+    def checked(propose):
+        def wrapper(self, matcher, tokens, limit):
+            draft = propose(self, matcher, tokens, limit)
+            assert matcher.validate(draft.tokens) == len(draft.tokens), (self.name, draft)
+            assert len(draft.tokens) <= limit
+            seen["drafts"] += bool(draft.tokens)
+            return draft
+        return wrapper
+
+    with pytest.MonkeyPatch.context() as mp:
+        for cls in (ForcedText, PromptLookup, _DraftModelRow):
+            mp.setattr(cls, "propose", checked(cls.propose))
+        yield seen
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,9 @@
-"""Drafted decoding is lossless: on the real model, ``speculate=True`` and ``speculate=False``
-give the same tokens (greedy), and the same distribution (sampling).
+"""Drafted decoding is lossless: on the real model, every draft source on or off gives the
+tokens of ``speculate=False`` (greedy), and the same distribution (sampling).
+
+Configurations: step by step; forced text only; forced text and prompt lookup; all three
+sources with a draft model (the default model quantized to int8). Every draft any source
+proposes on the way is checked to be legal all the way (``legal_drafts_only``).
 
 Pairs are MaskBench schemas (several sources) with an extraction prompt built from one of their
 valid instances. A divergence is only tolerated at a float near-tie: batched and single-position
@@ -21,7 +25,7 @@ import maskbench as mb
 
 SOURCES = ("Github_easy", "Github_trivial", "Glaiveai2K", "Kubernetes", "BFCL_simple", "JME",
            "WashingtonPost", "MCPspec")
-PAIRS_PER_SOURCE = 5
+PAIRS_PER_SOURCE = 4
 MAX_NEW_TOKENS = 64
 NEAR_TIE = 1e-4
 
@@ -67,6 +71,10 @@ RECURSIVE = [
 PAIRS = (_pairs() if mb.available() else []) + RECURSIVE
 
 
+#: name -> (uses the draft generator, speculate)
+CONFIGS = {"forced": (False, ("forced",)), "lookup": (False, ("forced", "lookup")), "all": (True, True)}
+
+
 def _run(gen, schema, prompt, speculate):
     try:
         r = gen.json(schema, prompt, speculate=speculate, max_new_tokens=MAX_NEW_TOKENS,
@@ -85,10 +93,14 @@ def _gap_at(gen, schema, prompt, prefix, a, b):
 
 
 @pytest.fixture(scope="module")
-def outcomes(generator):
+def outcomes(generator, draft_generator, legal_drafts_only):
     results = {}
     for name, schema, prompt in PAIRS:
-        results[name] = (_run(generator, schema, prompt, False), _run(generator, schema, prompt, True))
+        runs = {"step": _run(generator, schema, prompt, False)}
+        for config, (drafting, speculate) in CONFIGS.items():
+            runs[config] = _run(draft_generator if drafting else generator, schema, prompt, speculate)
+        results[name] = runs
+    assert legal_drafts_only["drafts"] > 0
     return results
 
 
@@ -97,9 +109,10 @@ def test_enough_pairs_from_enough_sources():
     assert len({mb.source_of(name) for name, _, _ in PAIRS if not name.startswith("recursive")}) >= 5
 
 
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("name,schema,prompt", PAIRS, ids=[p[0] for p in PAIRS])
-def test_drafted_greedy_equals_step_by_step(outcomes, generator, name, schema, prompt):
-    (step, step_stats, step_done), (spec, spec_stats, spec_done) = outcomes[name]
+def test_drafted_greedy_equals_step_by_step(outcomes, generator, name, schema, prompt, config):
+    (step, step_stats, step_done), (spec, spec_stats, spec_done) = outcomes[name]["step"], outcomes[name][config]
     if step != spec:
         k = next(i for i in range(min(len(step), len(spec))) if step[i] != spec[i])
         gap = _gap_at(generator, schema, prompt, step[:k], step[k], spec[k])
@@ -112,13 +125,17 @@ def test_drafted_greedy_equals_step_by_step(outcomes, generator, name, schema, p
         assert structgen.tasks.json_task.validation_error(schema, value) is None
 
 
-def test_drafting_pays_and_is_sometimes_refused(outcomes):
-    spec = [o[1][1] for o in outcomes.values()]
+@pytest.mark.parametrize("config,sources", [("forced", {"forced"}), ("lookup", {"forced", "lookup"}),
+                                            ("all", {"forced", "lookup", "model"})])
+def test_drafting_pays_and_is_sometimes_refused(outcomes, config, sources):
+    spec = [runs[config][1] for runs in outcomes.values()]
     drafted = [s for s in spec if s.drafted_tokens]
     assert sum(s.drafted_tokens for s in spec) > 0
     assert sum(s.rejected_drafts for s in spec) > 0
     assert sum(s.forward_passes for s in drafted) < sum(s.new_tokens for s in drafted)
     assert all(s.accepted_tokens <= s.drafted_tokens for s in spec)
+    used = {label for s in spec for label, counts in s.by_source.items() if counts.accepted_tokens}
+    assert used == sources, used  # each source drafted, and some of its tokens were kept
 
 
 def test_sampling_with_drafts_keeps_the_distribution(generator):

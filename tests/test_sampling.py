@@ -337,3 +337,41 @@ def test_greedy_token():
 def test_docstring_examples_run():
     result = doctest.testmod(sampling, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+# ------------------------------------------------- exactness of the draft-model (p/q) rule
+
+# q: what a draft model samples from, over the same masked vocabulary; it puts mass where the
+# target puts none (token 4, cut by top-p) and none where the target puts some (token 11).
+Q_LOGITS = torch.tensor([0.5, 2.5, -INF, 1.0, 1.2, -INF, 0.1, -0.5, 1.0, -INF, -1.0, -INF])
+
+
+@pytest.mark.parametrize("q_kwargs", [dict(temperature=1.0), dict(temperature=0.8, top_k=3)], ids=["wide-q", "narrow-q"])
+def test_verify_sampled_draft_output_distribution_is_exact(q_kwargs):
+    """Draw d ~ q, verify against p with min(1, p/q) and the residual: the token returned is
+    distributed as p exactly (20,000 draws, chi-square), and the acceptance rate is
+    sum_x min(p(x), q(x))."""
+    probs = target_probs(LOGITS, **CUT)
+    q = target_probs(Q_LOGITS, **q_kwargs)
+    gen = torch.Generator().manual_seed(7)
+    counts: Counter = Counter()
+    accepted_n = 0
+    for _ in range(N_DRAWS):
+        draft = sample_token(q, gen)
+        accepted, token = sampling.verify_sampled_draft(probs, q, draft, gen)
+        assert accepted == (token == draft)
+        accepted_n += accepted
+        counts[token] += 1
+    assert not (set(counts) & MASKED) and set(counts) <= CUT_KEPT
+    stat, pval, df = chi2_gof(counts, as_dict(probs), N_DRAWS)
+    assert pval > P_MIN, f"chi2={stat:.2f} df={df} p={pval:.2e}"
+    assert_binomial(accepted_n, N_DRAWS, float(torch.minimum(probs, q).sum()))
+
+
+def test_verify_sampled_draft_checks_its_inputs():
+    p = target_probs(LOGITS)
+    with pytest.raises(sampling.OptionError):
+        sampling.verify_sampled_draft(p, p[:5], 0, torch.Generator())
+    with pytest.raises(IndexError):
+        sampling.verify_sampled_draft(p, p, 99, torch.Generator())
+    assert sampling.verify_sampled_draft(p, p, 8, torch.Generator().manual_seed(0)) == (True, 8)  # p == q

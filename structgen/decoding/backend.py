@@ -27,7 +27,7 @@ from structgen.errors import OptionError
 if TYPE_CHECKING:  # torch is imported where a model runs, so compiling grammars never needs it
     import torch
 
-__all__ = ["ModelBackend", "TransformersBackend", "rollback_refusal"]
+__all__ = ["ModelBackend", "TransformersBackend", "logits_width", "rollback_refusal"]
 
 
 @runtime_checkable
@@ -67,25 +67,45 @@ class ModelBackend(Protocol):
     # backend without it is not checked).
 
 
+def logits_width(model: Any) -> int:
+    """How many logits ``model`` writes per position: its output layer's width (which may
+    exceed the tokenizer's vocabulary), else ``config.vocab_size``."""
+    head = model.get_output_embeddings()
+    width = getattr(head, "out_features", None)  # nn.Linear, and its quantized forms
+    if width is None and head is not None:
+        shape = getattr(getattr(head, "weight", None), "shape", None)
+        width = shape[0] if shape is not None else None
+    return int(width) if width is not None else int(model.config.vocab_size)
+
+
 def rollback_refusal(model: Any) -> str:
     """Why a transformers model's cache cannot be rolled back exactly ('' when it can).
 
-    A sliding-window layer evicts what a rollback would need; recurrent and linear-attention
-    layers keep a state with no per-position history.
+    Recurrent and linear-attention layers keep a state with no per-position history. A
+    sliding-window layer evicts what a rollback would need, unless it keeps the last pass's
+    positions until the rollback (transformers' ``activate_past_recording``, used by
+    :class:`TransformersBackend`): then rolling back within the last pass is exact.
     """
     config = getattr(model, "config", None)
     layer_types = getattr(config, "layer_types", None) or []
-    if getattr(config, "sliding_window", None) and (not layer_types or "sliding_attention" in layer_types):
-        return "the model has sliding-window attention layers, whose cache cannot be rolled back"
     if any(t not in ("full_attention", "sliding_attention") for t in layer_types):
         return "the model has recurrent or linear-attention layers, whose cache cannot be rolled back"
+    if getattr(config, "sliding_window", None) and (not layer_types or "sliding_attention" in layer_types):
+        try:
+            from transformers.cache_utils import DynamicSlidingWindowLayer
+        except ImportError:  # transformers before 5
+            return "the model has sliding-window attention layers, whose cache cannot be rolled back"
+        if not hasattr(DynamicSlidingWindowLayer, "activate_past_recording"):
+            return ("the model has sliding-window attention layers, and this transformers cannot keep "
+                    "their evicted positions for a rollback")
     return ""
 
 
 class TransformersBackend:
     """:class:`ModelBackend` over a transformers causal LM and a ``DynamicCache``.
 
-    Rolling back is ``DynamicCache.crop(-n)``. One row per batch for now: rows of a
+    Rolling back is ``DynamicCache.crop(-n)``; sliding-window layers record the last pass's
+    positions so that it stays exact (see :func:`rollback_refusal`). One row per batch for now: rows of a
     ``DynamicCache`` share one length, so rows rolled back by different counts need padding
     and position bookkeeping that this class does not do yet (more rows raise
     :class:`~structgen.errors.OptionError`). Call it under ``torch.no_grad()``.
@@ -94,8 +114,7 @@ class TransformersBackend:
     def __init__(self, model: Any) -> None:
         self.model = model
         self._device = next(model.parameters()).device
-        embeddings = model.get_output_embeddings()
-        self._width = int(embeddings.weight.shape[0]) if embeddings is not None else int(model.config.vocab_size)
+        self._width = logits_width(model)
         self._refusal = rollback_refusal(model)
         self._cache: Any = None
 
@@ -127,6 +146,11 @@ class TransformersBackend:
 
         _one_row(len(rows))
         self._cache = DynamicCache(config=self.model.config)
+        for layer in getattr(self._cache, "layers", ()):
+            # A sliding-window layer keeps each pass's positions past its window until the next
+            # crop, so refused draft positions can be rolled back exactly.
+            if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording"):
+                layer.activate_past_recording()
         out = self.model(input_ids=torch.tensor([list(rows[0])], device=self._device),
                          past_key_values=self._cache, use_cache=True, logits_to_keep=1)
         return out.logits[:, -1]
@@ -143,6 +167,10 @@ class TransformersBackend:
         _one_row(len(counts))
         if counts[0]:
             self._cache.crop(-counts[0])
+        else:  # trims sliding-window layers back to their window (full layers are untouched)
+            for layer in getattr(self._cache, "layers", ()):
+                if getattr(layer, "is_sliding", False) and getattr(layer, "record_past", False):
+                    layer.crop(0)
 
 
 def _one_row(rows: int) -> None:

@@ -72,14 +72,16 @@ class PassCosts:
         return statistics.median(ones) if ones else None
 
     def observe(self, n: int, seconds: float) -> None:
-        """Learn from a pass over ``n`` new positions that took ``seconds`` (when learning)."""
-        if not self.learn or n < 1 or not seconds > 0:
+        """Note a pass over ``n`` new positions that took ``seconds``: its time is kept (a draft
+        model's pass is priced against the 1-position median) and, when learning, the curve
+        follows the medians."""
+        if n < 1 or not seconds > 0:
             return
         size = next((s for s in SIZES if n <= s), SIZES[-1])
         window = self.samples.setdefault(size, deque(maxlen=WINDOW))
         window.append(seconds if n <= SIZES[-1] else seconds * SIZES[-1] / n)
         ones = self.samples.get(1)
-        if size == 1 or not ones or len(ones) < MIN_SAMPLES or len(window) < MIN_SAMPLES:
+        if not self.learn or size == 1 or not ones or len(ones) < MIN_SAMPLES or len(window) < MIN_SAMPLES:
             return
         # A wider pass never costs less than the 1-position one (timing noise must not make a
         # draft look free); beyond that the curve is kept as measured.

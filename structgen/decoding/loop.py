@@ -192,8 +192,7 @@ def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[Row
             for r, (row, draft, logits) in enumerate(zip(rows, drafts, outs)):
                 if draft is not None:
                     rollbacks[r] = _verify(row, draft, logits, masker, config)
-            if any(rollbacks):
-                backend.rollback(rollbacks)
+            backend.rollback(rollbacks)  # with no rollback it still trims sliding-window layers
     for row in rows:
         if learned is not None:
             learned.update(row.controller.acceptance.rates)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Collection, Sequence
 
-from structgen.decoding.backend import ModelBackend, TransformersBackend
+from structgen.decoding.backend import ModelBackend, TransformersBackend, logits_width
 from structgen.decoding.config import DecodeConfig
 from structgen.decoding.costs import PassCosts
 from structgen.decoding.draft_model import DraftModel
@@ -58,8 +58,7 @@ class ModelContext:
                  draft_model: Any = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        embeddings = model.get_output_embeddings()
-        width = embeddings.weight.shape[0] if embeddings is not None else None
+        width = logits_width(model)
         self.vocabulary = Vocabulary.from_tokenizer(
             tokenizer, vocab_size=width, generation_config=getattr(model, "generation_config", None))
         self.compiler = Compiler(self.vocabulary)
