@@ -35,7 +35,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Collection, Literal, Sequence
 
-
 from structgen.decoding.backend import ModelBackend
 from structgen.decoding.config import DecodeConfig
 from structgen.decoding.controller import Acceptance, DraftController
