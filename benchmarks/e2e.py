@@ -38,7 +38,7 @@ denormals:
 * ``structgen-draft`` -- ``speculate=True`` on a second ``Generator`` built with
   ``draft_model=``: forced text, prompt lookup and a draft model's guesses. The draft model
   (``--draft``): ``int8`` (default), a copy of the model with every ``nn.Linear`` dynamically
-  quantized to int8 (:func:`int8_draft`), or ``truncated:N``, its first N decoder layers under its
+  quantized to int8 (:func:`structgen.decoding.draft_model.quantized_model`), or ``truncated:N``, its first N decoder layers under its
   head (``structgen.decoding.draft_model.truncated_model``, shared weights).
 * ``xgrammar-hf`` -- ``model.generate`` with ``xgrammar.contrib.hf.LogitsProcessor``.
 * ``llguidance-hf`` -- ``model.generate`` with :class:`LLGuidanceLogitsProcessor` below:
@@ -96,7 +96,6 @@ data from a "key: value" rendering of that instance.
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import gc
 import gzip
@@ -108,7 +107,6 @@ import shlex
 import sys
 import time
 import traceback
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,26 +285,6 @@ class Unsupported(Exception):
     """The engine declined the case."""
 
 
-def int8_draft(model: Any) -> Any:
-    """A copy of ``model`` with every ``nn.Linear`` (the head too) dynamically quantized to int8.
-
-    A quantized ``Linear`` keeps its weight behind a method, not a ``weight`` tensor, so its
-    ``get_output_embeddings()`` would break structgen's backend (which reads the logits width
-    from ``.weight.shape``); the copy answers ``None`` there and the backend takes
-    ``config.vocab_size``, the head's width.
-    """
-    import torch
-
-    with warnings.catch_warnings():
-        # torch.ao.quantization is deprecated in favour of torchao; this is still the one-liner
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        draft = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8)
-    draft.get_output_embeddings = lambda: None
-    return draft.eval()
-
-
 def build_draft(model: Any, spec: str) -> tuple[Any, str]:
     """The draft model ``--draft`` names, and a line describing it."""
     import torch
@@ -315,7 +293,9 @@ def build_draft(model: Any, spec: str) -> tuple[Any, str]:
     linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
     layers = len(model.model.layers) if hasattr(getattr(model, "model", None), "layers") else "?"
     if spec == "int8":
-        draft = int8_draft(model)
+        from structgen.decoding.draft_model import quantized_model
+
+        draft = quantized_model(model)
         what = (f"int8: a copy of the model with its {linears} `nn.Linear` (head included) dynamically quantized "
                 f"(`torch.ao.quantization.quantize_dynamic`, qint8; embeddings and norms float)")
     else:
