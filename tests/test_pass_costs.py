@@ -1,0 +1,73 @@
+"""The pass-cost curve: learned from the passes decoding times, kept on disk per model, device
+and thread count, never measured before a first result."""
+
+from __future__ import annotations
+
+import pytest
+
+from structgen.decoding import costs as costs_module
+from structgen.decoding.costs import MIN_SAMPLES, PassCosts
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("STRUCTGEN_DISK_CACHE", "1")
+    return tmp_path / "cache"
+
+
+def test_best_cut_weighs_each_tokens_acceptance():
+    curve = PassCosts({1: 1.0, 2: 1.6, 4: 1.5, 8: 1.5, 16: 1.7})
+    assert curve.best_cut([0.99, 0.99, 0.99]) == (3, pytest.approx((1 + 0.99 + 0.99**2 + 0.99**3) / 1.5))
+    steep = PassCosts({1: 1.0, 2: 1.6, 4: 2.0, 8: 3.0})
+    assert steep.best_cut([0.99, 0.05, 0.99])[0] == 1  # past an unlikely token nothing pays
+    assert curve.best_cut([0.3, 0.3]) == (0, 1.0)
+    assert curve.best_cut([0.95] * 3, cost_per_token=1.0)[0] == 0  # a costly source must earn its passes
+
+
+def test_a_fixed_curve_keeps_its_values_but_notes_step_times():
+    curve = PassCosts()
+    for _ in range(MIN_SAMPLES):
+        curve.observe(1, 0.05)
+        curve.observe(4, 0.5)
+    assert curve.relative == PassCosts().relative and curve.step_seconds == pytest.approx(0.05)
+
+
+def test_a_learning_curve_follows_the_medians_and_never_goes_below_one():
+    curve = PassCosts(learn=True)
+    for _ in range(MIN_SAMPLES - 1):
+        curve.observe(1, 0.05)
+        curve.observe(3, 0.1)  # counted as a 4-wide pass
+    assert curve.relative[4] == 1.5  # not enough seen yet
+    curve.observe(1, 0.05)
+    curve.observe(3, 0.1)
+    assert curve.relative[4] == pytest.approx(2.0)
+    for _ in range(2 * MIN_SAMPLES):
+        curve.observe(2, 0.01)  # noise: faster than a 1-wide pass
+    assert curve.relative[2] == 1.0
+    curve.observe(0, 1.0)
+    curve.observe(1, float("nan"))
+    assert curve.step_seconds == pytest.approx(0.05)
+
+
+def test_the_learned_curve_is_kept_per_key_and_damage_is_ignored(cache):
+    curve = PassCosts(learn=True, key="k1")
+    for _ in range(MIN_SAMPLES):
+        curve.observe(1, 0.05)
+        curve.observe(8, 0.1)
+    curve.save()
+    assert costs_module._load("k1") == curve.relative and costs_module._load("k2") is None
+    path = cache / "costs" / "k1.json"
+    path.write_bytes(path.read_bytes()[:-3])  # broken seal: a miss
+    assert costs_module._load("k1") is None
+
+
+def test_a_first_result_does_not_wait_for_a_measurement(smollm2_model, monkeypatch, cache):
+    import structgen
+
+    model, tokenizer = smollm2_model
+    monkeypatch.setattr(PassCosts, "measure", staticmethod(lambda *a, **k: pytest.fail("measured")))
+    gen = structgen.Generator(model, tokenizer)
+    result = gen.json({"type": "boolean"}, "Is water wet?")
+    assert gen.pass_costs.learn and gen.pass_costs.key and result.stats.forward_passes >= 1
+    assert gen.pass_costs.step_seconds is not None  # the passes it ran were timed
