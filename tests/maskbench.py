@@ -94,6 +94,19 @@ def iter_rows() -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
+def document_lines(value: Any, prefix: str = "") -> Iterator[str]:
+    """An instance as ``key.path: value`` lines, the document an extraction prompt shows:
+    ``{"a": {"b": [1]}}`` -> ``"a.b.0: 1"``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from document_lines(v, f"{prefix}{k}.")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from document_lines(v, f"{prefix}{i}.")
+    else:
+        yield f"{prefix.rstrip('.')}: {value}"
+
+
 def compact(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 

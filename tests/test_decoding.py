@@ -30,21 +30,10 @@ MAX_NEW_TOKENS = 64
 NEAR_TIE = 1e-4
 
 
-def _flatten(value, prefix=""):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _flatten(v, f"{prefix}{k}.")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _flatten(v, f"{prefix}{i}.")
-    else:
-        yield f"{prefix.rstrip('.')}: {value}"
-
-
 def _pairs():
     out = []
     for case in mb.select(SOURCES, PAIRS_PER_SOURCE, max_chars=150):
-        document = "\n".join(_flatten(case.valid[0])) or json.dumps(case.valid[0])
+        document = "\n".join(mb.document_lines(case.valid[0])) or json.dumps(case.valid[0])
         out.append((case.name, case.schema, f"Extract the data as JSON.\nDocument:\n{document}"))
     return out
 

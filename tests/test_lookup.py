@@ -73,17 +73,6 @@ def test_preferred_splits_are_spelled(smollm2_tokenizer, vocab):
     assert ends.prefer == {canonical[0]: short}
 
 
-def _flatten(value, prefix=""):
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _flatten(v, f"{prefix}{k}.")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _flatten(v, f"{prefix}{i}.")
-    else:
-        yield f"{prefix.rstrip('.')}: {value}"
-
-
 CASES = mb.select(("Github_easy", "Glaiveai2K", "Kubernetes", "BFCL_simple", "JME", "WashingtonPost"), 4,
                   max_chars=200) if mb.available() else []
 
@@ -94,7 +83,7 @@ def test_no_source_proposes_a_token_the_matcher_refuses(case, smollm2_tokenizer,
     legal all the way and leaves the matcher where it was."""
     grammar = Compiler(vocab).json_schema(case.schema, whitespace="compact", canonical=True)
     instance = case.valid[0]
-    document = "\n".join(_flatten(instance))
+    document = "\n".join(mb.document_lines(instance))
     prompt = smollm2_tokenizer.encode(f"Extract as JSON.\n{document}\n")
     ends = DraftEnds()
     sources = [ForcedText(smollm2_tokenizer, vocab, ends), PromptLookup(smollm2_tokenizer, vocab, ends).for_row(prompt)]
