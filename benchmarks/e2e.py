@@ -428,6 +428,18 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any, Exception | None]:
     return time.perf_counter() - t0, value, None
 
 
+def fill_result(run: Run, bench: Bench, result: Any, err: BaseException | None) -> None:
+    """Fill ``run`` from a structgen result, or from the partial output of an
+    ``IncompleteGenerationError`` (status "incomplete"); any other error is raised."""
+    if isinstance(err, bench.structgen.IncompleteGenerationError):
+        run.status = "incomplete"
+        fill_from(run, bench, err.partial_text, err.token_ids or [], err.stats, "length")
+    elif err is not None:
+        raise err
+    else:
+        fill_from(run, bench, result.text, result.token_ids, result.stats, result.finish_reason)
+
+
 def fill_from(run: Run, bench: Bench, text: str, token_ids: list[int], stats: Any, finish: str | None) -> None:
     run.token_ids, _ = bench.strip(list(token_ids))
     run.text = text
@@ -527,17 +539,10 @@ class Extraction(Workload):
             raise Unsupported(f"{type(err).__name__}: {err}") from err
 
     def generate(self, gen: Any, case: dict[str, Any], speculate: Any, run: Run) -> None:
-        sg = self.b.structgen
         run.seconds, result, err = timed(lambda: gen.json(
             case["schema"], case["prompt"], max_new_tokens=self.max_new_tokens(), temperature=0.0,
             speculate=speculate, **self.b.grammar_options))
-        if isinstance(err, sg.IncompleteGenerationError):
-            run.status = "incomplete"
-            fill_from(run, self.b, err.partial_text, err.token_ids or [], err.stats, "length")
-        elif err is not None:
-            raise err
-        else:
-            fill_from(run, self.b, result.text, result.token_ids, result.stats, result.finish_reason)
+        fill_result(run, self.b, result, err)
 
     def validate(self, run: Run, case: dict[str, Any]) -> None:
         from jsonschema import Draft202012Validator, validators
@@ -611,17 +616,11 @@ class ToolCalls(Workload):
             raise Unsupported(f"{type(err).__name__}: {err}"[:300]) from err
 
     def generate(self, gen: Any, case: dict[str, Any], speculate: Any, run: Run) -> None:
-        sg = self.b.structgen
         run.seconds, result, err = timed(lambda: gen.tool_calls(
             case["tools"], case["messages"], tool_choice="required", max_new_tokens=self.max_new_tokens(),
             temperature=0.0, speculate=speculate))
-        if isinstance(err, sg.IncompleteGenerationError):
-            run.status = "incomplete"
-            fill_from(run, self.b, err.partial_text, err.token_ids or [], err.stats, "length")
-        elif err is not None:
-            raise err
-        else:
-            fill_from(run, self.b, result.text, result.token_ids, result.stats, result.finish_reason)
+        fill_result(run, self.b, result, err)
+        if err is None:
             run.value = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
                          for c in result.message.get("tool_calls", [])]
 
