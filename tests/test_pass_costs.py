@@ -68,6 +68,6 @@ def test_a_first_result_does_not_wait_for_a_measurement(smollm2_model, monkeypat
     model, tokenizer = smollm2_model
     monkeypatch.setattr(PassCosts, "measure", staticmethod(lambda *a, **k: pytest.fail("measured")))
     gen = structgen.Generator(model, tokenizer)
-    result = gen.json({"type": "boolean"}, "Is water wet?")
+    result = gen.json({"type": "string", "minLength": 8, "maxLength": 12}, "Name a colour.", max_new_tokens=16)
     assert gen.pass_costs.learn and gen.pass_costs.key and result.stats.forward_passes >= 1
     assert gen.pass_costs.step_seconds is not None  # the passes it ran were timed
