@@ -36,6 +36,7 @@ Example
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from dataclasses import dataclass, field, replace
@@ -213,7 +214,7 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
         masked, alive = masker.apply(first, words)
         for i, row in enumerate(rows):
             _take(row, masked[i], bool(alive[i]))
-        while True:
+        for step in itertools.count():
             step_started = time.perf_counter()
             live = [row for row in rows if not row.done and _begin_step(row, vocab)]
             ended = [row for row in rows if row.done and not row.released]
@@ -254,7 +255,7 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
             overhead = time.perf_counter() - step_started - pass_seconds
             fed = max(len(feed) for feed in feeds)
             for row in live:
-                row.stats.steps.append(StepStats(rows=len(live), width=fed, drafted=len(row.draft),
+                row.stats.steps.append(StepStats(step=step, rows=len(live), width=fed, drafted=len(row.draft),
                                                  accepted=kept[row.index], pass_seconds=pass_seconds,
                                                  overhead_seconds=overhead))
     for row in rows:

@@ -18,11 +18,13 @@ __all__ = ["DraftStats", "GenerationStats", "StepStats"]
 
 @dataclass(frozen=True)
 class StepStats:
-    """One decoding pass as a row saw it: ``rows`` in the batch, ``width`` positions fed per row
-    (the widest row's; the others padded), this row's ``drafted`` and ``accepted`` tokens, the
-    pass's ``pass_seconds`` (shared by the batch) and the loop's own ``overhead_seconds`` for the
-    whole batch in that step (masks, matchers, drafts)."""
+    """One decoding pass as a row saw it: the pass's number in its batch (``step``, from 0; the
+    rows of one batch share it), ``rows`` in the batch, ``width`` positions fed per row (the
+    widest row's; the others padded), this row's ``drafted`` and ``accepted`` tokens, the pass's
+    ``pass_seconds`` (shared by the batch) and the loop's own ``overhead_seconds`` for the whole
+    batch in that step (masks, matchers, drafts)."""
 
+    step: int
     rows: int
     width: int
     drafted: int

@@ -80,6 +80,10 @@ class ModelContext:
             self._costs = PassCosts.for_model(self.model)
         return self._costs
 
+    @pass_costs.setter
+    def pass_costs(self, costs: PassCosts) -> None:
+        self._costs = costs
+
     def backend(self) -> ModelBackend:
         """A fresh backend (its own cache) over the model, for one generation."""
         return TransformersBackend(self.model)
