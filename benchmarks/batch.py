@@ -678,6 +678,10 @@ def draft_table(calls: list[Call]) -> str:
                            for bs, by in got.items()])
 
 
+def cell(value: Any) -> str:
+    return fmt(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
 def format_surface(surface: Any) -> list[str]:
     """The pass-cost surface, whatever its shape: a mapping (a table when keyed by pairs), an
     object with ``relative`` or ``surface``, else its repr."""
@@ -688,10 +692,10 @@ def format_surface(surface: Any) -> list[str]:
         rows_ = sorted({k[0] for k in surface})
         cols = sorted({k[1] for k in surface})
         return [markdown_table(["rows \\ width", *map(str, cols)],
-                               [[str(r), *(fmt(surface[(r, c)]) if (r, c) in surface else "–" for c in cols)]
+                               [[str(r), *(cell(surface[(r, c)]) if (r, c) in surface else "–" for c in cols)]
                                 for r in rows_])]
     if isinstance(surface, dict):
-        return [markdown_table(["key", "value"], [[str(k), fmt(v) if isinstance(v, float) else str(v)]
+        return [markdown_table(["key", "value"], [[str(k), cell(v)]
                                                   for k, v in surface.items()])]
     return [f"`{surface!r}`"[:3000]]
 
@@ -928,7 +932,11 @@ def measure_surface(bench: Bench) -> list[str]:
     if not hasattr(PassCosts, "measure_surface"):
         return ["`PassCosts.measure_surface` does not exist in this structgen: not measured."]
     t0 = time.perf_counter()
-    surface = PassCosts.measure_surface(bench.gen.model)
+    try:
+        surface = PassCosts.measure_surface(bench.gen.model)
+    except Exception:  # noqa: BLE001 -- reported; the run goes on
+        return ["`PassCosts.measure_surface(gen.model)` failed:", "", "```",
+                traceback.format_exc(limit=4).strip(), "```"]
     return [f"Measured in {time.perf_counter() - t0:.1f} s before the run.", "", *format_surface(surface)]
 
 
