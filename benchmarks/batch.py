@@ -436,9 +436,7 @@ def safe_run(config: Config, chunk: list[dict[str, Any]], index: int, batch_size
     """``config.run``; a call that raises is recorded (every row an error), never stops the run."""
     try:
         return config.run(chunk, index, batch_size, done)
-    except Unavailable:
-        raise
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 -- Unavailable included: the warm-up drops the configuration
         detail = traceback.format_exc(limit=6)[-2000:]
         return Call(config.name, batch_size, index, float("nan"), 0,
                     [Row(p["id"], status="error", detail=detail) for p in chunk], error=detail)
@@ -456,12 +454,7 @@ def warm_up(bench: Bench, configs: list[Config], rows: int) -> list[Config]:
         if isinstance(config, PlainGenerate):
             done.setdefault("structgen-step", Call("structgen-step", rows, -1, 0.0, 0,
                                                    [Row("w", token_ids=[0] * PLAIN_WARMUP_STEPS)]))
-        try:
-            call = safe_run(config, chunk, -1, rows, done)
-        except Unavailable as err:
-            bench.not_run[config.name] = str(err)
-            print(f"[{config.name}] not run: {err}", file=sys.stderr)
-            continue
+        call = safe_run(config, chunk, -1, rows, done)
         if call.error is not None:
             bench.not_run[config.name] = "warm-up failed: " + call.error.strip().splitlines()[-1]
             print(f"[{config.name}] warm-up failed, not run:\n{call.error}", file=sys.stderr)
