@@ -65,8 +65,10 @@ Measures, per configuration and batch size:
   the per-step records of the row that took part in most passes of each call.
 
 ``--measure-costs`` times structgen's pass-cost surface first
-(``structgen.decoding.costs.PassCosts.measure_surface(gen.model)``, where it exists) and reports
-it. ``--plot`` (default ``benchmarks/results/batch.png``; needs matplotlib, in the ``bench`` extra)
+(``structgen.decoding.costs.PassCosts.measure_surface(gen.model)``, where it exists: the relative
+cost of a pass by rows and positions per row, which sizes the drafts), reports it, and lets the
+generator decode with it (as ``Generator.measure_pass_costs`` does); without it structgen starts
+from its copy on disk or its built-in estimate and learns as it decodes. ``--plot`` (default ``benchmarks/results/batch.png``; needs matplotlib, in the ``bench`` extra)
 draws tokens/s against batch size and structgen-drafts' draft length against the rows in a pass.
 The markdown report goes to stdout and ``--out`` (default ``benchmarks/results/batch.md``).
 
@@ -676,21 +678,25 @@ def cell(value: Any) -> str:
 
 
 def format_surface(surface: Any) -> list[str]:
-    """The pass-cost surface, whatever its shape: a mapping (a table when keyed by pairs), an
-    object with ``relative`` or ``surface``, else its repr."""
-    for attr in ("surface", "relative", "seconds"):
-        if not isinstance(surface, dict) and isinstance(getattr(surface, attr, None), dict):
-            return [f"`{type(surface).__name__}.{attr}`:", "", *format_surface(getattr(surface, attr))]
-    if isinstance(surface, dict) and surface and all(isinstance(k, tuple) and len(k) == 2 for k in surface):
+    """The pass-cost surface as a table, whatever its shape: a ``PassCosts`` (its one-row curve
+    ``relative`` and its ``by_rows`` curves), a mapping of rows to curves, a mapping keyed by
+    (rows, width), a flat mapping; else its repr."""
+    if not isinstance(surface, dict):
+        relative, by_rows = getattr(surface, "relative", None), getattr(surface, "by_rows", None)
+        if isinstance(relative, dict) and isinstance(by_rows, dict):
+            return format_surface({1: relative, **by_rows})
+        if isinstance(relative, dict):
+            return format_surface(relative)
+        return [f"`{surface!r}`"[:3000]]
+    if surface and all(isinstance(v, dict) for v in surface.values()):
+        surface = {(r, w): v for r, curve in surface.items() for w, v in curve.items()}
+    if surface and all(isinstance(k, tuple) and len(k) == 2 for k in surface):
         rows_ = sorted({k[0] for k in surface})
         cols = sorted({k[1] for k in surface})
-        return [markdown_table(["rows \\ width", *map(str, cols)],
+        return [markdown_table(["rows \\ positions per row", *map(str, cols)],
                                [[str(r), *(cell(surface[(r, c)]) if (r, c) in surface else "–" for c in cols)]
                                 for r in rows_])]
-    if isinstance(surface, dict):
-        return [markdown_table(["key", "value"], [[str(k), cell(v)]
-                                                  for k, v in surface.items()])]
-    return [f"`{surface!r}`"[:3000]]
+    return [markdown_table(["key", "value"], [[str(k), cell(v)] for k, v in surface.items()])]
 
 
 def problems(calls: list[Call], pairs: dict[str, dict[str, Any]]) -> list[str]:
@@ -920,17 +926,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def measure_surface(bench: Bench) -> list[str]:
+    """Time structgen's pass-cost surface (``PassCosts.measure_surface``), let the generator
+    decode with it, and describe it."""
     from structgen.decoding.costs import PassCosts
 
     if not hasattr(PassCosts, "measure_surface"):
         return ["`PassCosts.measure_surface` does not exist in this structgen: not measured."]
     t0 = time.perf_counter()
     try:
-        surface = PassCosts.measure_surface(bench.gen.model)
+        try:  # --no-save-costs: leave the copy on disk as it was
+            surface = PassCosts.measure_surface(bench.gen.model, **({} if bench.args.save_costs else {"save": False}))
+        except TypeError:  # no save option
+            surface = PassCosts.measure_surface(bench.gen.model)
     except Exception:  # noqa: BLE001 -- reported; the run goes on
         return ["`PassCosts.measure_surface(gen.model)` failed:", "", "```",
                 traceback.format_exc(limit=4).strip(), "```"]
-    return [f"Measured in {time.perf_counter() - t0:.1f} s before the run.", "", *format_surface(surface)]
+    seconds = time.perf_counter() - t0
+    used = "kept as it was"
+    context = getattr(bench.gen, "context", None)
+    if isinstance(surface, PassCosts) and context is not None and hasattr(context, "pass_costs"):
+        if not bench.args.save_costs:
+            surface.save = lambda: None
+        context.pass_costs = surface  # what Generator.measure_pass_costs does
+        used = "used by structgen's decoding from then on (as `Generator.measure_pass_costs` does)"
+    return [f"Measured in {seconds:.1f} s before the run, {used}; "
+            f"{'saved to disk' if bench.args.save_costs else 'not saved (--no-save-costs)'}. Cost of a pass "
+            "relative to a 1-position pass over as many rows:", "", *format_surface(surface)]
 
 
 def timed_section(label: str, step: Callable[[], Any]) -> Any:
