@@ -69,7 +69,8 @@ Measures, per configuration and batch size:
 cost of a pass by rows and positions per row, which sizes the drafts), reports it, and lets the
 generator decode with it (as ``Generator.measure_pass_costs`` does); without it structgen starts
 from its copy on disk or its built-in estimate and learns as it decodes. ``--plot`` (default ``benchmarks/results/batch.png``; needs matplotlib, in the ``bench`` extra)
-draws tokens/s against batch size and structgen-drafts' draft length against the rows in a pass.
+draws tokens/s against batch size and structgen-drafts' draft length against the rows in a pass
+(a line per batch size, and all pooled).
 The markdown report goes to stdout and ``--out`` (default ``benchmarks/results/batch.md``).
 
 Caveats: on 2 CPU cores a 135M model is compute-bound already at small batch sizes, so wider
@@ -864,6 +865,14 @@ def plot(calls: list[Call], configs: list[str], batch_sizes: list[int], out: Pat
     got = draft_by_rows(calls)
     for bs, by in got.items():
         right.plot(list(by), [m for m, _ in by.values()], marker="o", label=f"batch {bs}")
+    if len(got) > 1:  # every run pooled, weighted by records
+        pooled: dict[int, list[float]] = defaultdict(lambda: [0.0, 0])
+        for by in got.values():
+            for k, (m, n) in by.items():
+                pooled[k][0] += m * n
+                pooled[k][1] += n
+        ks = sorted(pooled)
+        right.plot(ks, [pooled[k][0] / pooled[k][1] for k in ks], "k--", label="all")
     if got:
         right.set_xscale("log", base=2)
         ticks = sorted({k for by in got.values() for k in by})
