@@ -23,7 +23,7 @@ Workloads (``--workload``; ``--n`` limits the cases of each):
   interleaved by rank, ``Generator.sql(question, db, max_retries=0)`` (``--sql-max-new-tokens``,
   default 128). A query that fails its check (``EXPLAIN``, the name check) raises
   ``SqlGenerationError``, which carries no tokens or stats: the benchmark wraps each generator's
-  ``context.decode`` (:class:`DecodeRecorder`) to keep the last decoding's tokens and stats, so
+  ``context.decode_batch`` (:class:`DecodeRecorder`) to keep the last decoding's tokens and stats, so
   such a question is still timed and compared (status ``rejected``, not valid).
 
 Configurations, each run on every case, interleaved (for each repetition, for each case, every
@@ -319,27 +319,28 @@ def draft_spec(text: str) -> str:
 
 
 class DecodeRecorder:
-    """Stands in for a generator's ``context.decode`` (an instance attribute over the method) and
-    keeps the last decoding's (finish, token ids, stats): ``Generator.sql`` raises
-    ``SqlGenerationError`` without them when the query fails its check. ``finish`` is
-    ``"incomplete"`` when the budget ran out."""
+    """Stands in for a generator's ``context.decode_batch`` (an instance attribute over the
+    method; every task decodes through it) and keeps the last decoding's (finish, token ids,
+    stats) of a one-row batch: ``Generator.sql`` raises ``SqlGenerationError`` without them when
+    the query fails its check. ``finish`` is ``"incomplete"`` when the budget ran out."""
 
     def __init__(self, context: Any) -> None:
-        self.inner = context.decode
+        self.inner = context.decode_batch
         self.last: tuple[str, list[int], Any] | None = None
-        context.decode = self
+        context.decode_batch = self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from structgen import IncompleteGenerationError
 
         self.last = None
-        try:
-            out = self.inner(*args, **kwargs)
-        except IncompleteGenerationError as err:
-            self.last = ("incomplete", list(err.token_ids or []), err.stats)
-            raise
-        self.last = (out[1], list(out[0]), out[2])
-        return out
+        outcomes = self.inner(*args, **kwargs)
+        if len(outcomes) == 1:
+            (out,) = outcomes
+            if isinstance(out.error, IncompleteGenerationError):
+                self.last = ("incomplete", list(out.error.token_ids or []), out.error.stats)
+            elif out.error is None:
+                self.last = (out.finish, list(out.tokens), out.stats)
+        return outcomes
 
 
 class Bench:

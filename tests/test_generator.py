@@ -155,7 +155,6 @@ def test_transformers_backend_extends_and_rolls_back_like_a_fresh_pass(generator
     import torch
 
     from structgen.decoding.backend import ModelBackend, TransformersBackend
-    from structgen.errors import OptionError
 
     backend = TransformersBackend(generator.model)
     assert isinstance(backend, ModelBackend) and backend.rollback_refusal == ""
@@ -169,5 +168,4 @@ def test_transformers_backend_extends_and_rolls_back_like_a_fresh_pass(generator
         fresh = generator.model(input_ids=torch.tensor([ids + [10, 40]])).logits[0]
     assert first.shape == (1, width) and wide[0].shape == (3, width) and again[0].shape == (1, width)
     assert torch.allclose(first[0], fresh[-3], atol=1e-3) and torch.allclose(again[0][0], fresh[-1], atol=1e-3)
-    with pytest.raises(OptionError, match="one row"):
-        backend.prefill([ids, ids])
+    # several rows: tests/test_batch.py

@@ -56,10 +56,32 @@ def test_the_learned_curve_is_kept_per_key_and_damage_is_ignored(cache):
         curve.observe(1, 0.05)
         curve.observe(8, 0.1)
     curve.save()
-    assert costs_module._load("k1") == curve.relative and costs_module._load("k2") is None
+    assert costs_module._load("k1") == {1: curve.relative} and costs_module._load("k2") is None
     path = cache / "costs" / "k1.json"
     path.write_bytes(path.read_bytes()[:-3])  # broken seal: a miss
     assert costs_module._load("k1") is None
+
+
+def test_the_surface_makes_drafts_step_aside_as_the_batch_fills():
+    """Built-in estimate: a batch of rows costs what one row costs over all their positions, so
+    a wider pass costs nearly its width once the batch is large; drafts shrink, then stop."""
+    costs = PassCosts()
+    expected = [1.0] + [1.0 + 0.9 * (k + 1) for k in range(15)]  # a long, likely draft per row
+    widths = [costs.best_width([expected] * rows, rows) for rows in (1, 2, 4, 8, 16, 32, 64)]
+    assert widths[0] > 1 and widths[-1] == 1 and widths == sorted(widths, reverse=True), widths
+    assert costs.cost(1, 12) == pytest.approx(1.0) and 1.0 <= costs.cost(4, 12) <= costs.cost(4, 16)
+    assert costs.best_width([[1.0], [1.0, 1.2]] * 16, 32) == 1  # an unlikely draft is not worth a wider pass
+
+
+def test_a_learned_surface_is_kept_with_the_curve(cache):
+    surface = PassCosts(learn=True, key="k3")
+    for _ in range(MIN_SAMPLES):
+        surface.observe(1, 0.2, rows=16)
+        surface.observe(4, 0.8, rows=16)  # compute-bound: 4 positions cost 4 times 1
+    assert surface.by_rows[16][4] == pytest.approx(4.0, rel=0.05)
+    assert surface.best_width([[1.0, 1.9, 2.8, 3.7]] * 16, 16) <= 2  # the learned 4-wide cost rules out 4
+    surface.save()
+    assert costs_module._load("k3")[16][4] == surface.by_rows[16][4]
 
 
 def test_a_first_result_does_not_wait_for_a_measurement(smollm2_model, monkeypatch, cache):

@@ -19,7 +19,7 @@ Example
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from structgen.decoding.config import DecodeConfig
 from structgen.decoding.costs import PassCosts
@@ -27,11 +27,12 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
 from structgen.tasks.context import ModelContext
-from structgen.tasks.json_task import Whitespace, generate_json_with, prompt_ids
+from structgen.tasks.jobs import Job, run_job, run_jobs
+from structgen.tasks.json_task import Whitespace, json_job, prompt_ids
 from structgen.tasks.results import JsonResult, TextResult
-from structgen.tasks.sql import SqlResult, generate_sql_with
-from structgen.tasks.text import generate_text_with
-from structgen.tasks.tool_calls import ToolCallResult, generate_tool_calls_with
+from structgen.tasks.sql import SqlResult, sql_job
+from structgen.tasks.text import text_job
+from structgen.tasks.tool_calls import ToolCallResult, tool_calls_job
 
 if TYPE_CHECKING:
     import os
@@ -69,12 +70,27 @@ class Generator:
         A model without a tokenizer, a tokenizer without a model, or a draft model whose
         vocabulary differs from the model's.
 
+    Notes
+    -----
+    **Batches.** Every generation method takes lists too: ``gen.json(schemas, prompts)`` with
+    two lists of the same length (or a list and a single value, shared by every row) decodes
+    the rows together, one forward pass per step for the whole batch, each row under its own
+    grammar, and returns a list in order. A row that fails holds its exception object in its
+    place (an :class:`~structgen.IncompleteGenerationError`, a ``SchemaError``, ...); the
+    other rows complete. Each row's output is what the single call would give it (greedy: the
+    same tokens, up to float near-ties between batched and single passes). Drafts are sized
+    for the batch: they shorten and stop as it fills, and come back as rows finish.
+    ``tool_calls`` takes a list of conversations (each a list of messages), ``sql`` lists of
+    questions and/or databases.
+
     Example
     -------
     >>> gen = Generator()                                                # doctest: +SKIP
     >>> r = gen.json({"enum": ["red", "green"]}, "Colour of grass?")     # doctest: +SKIP
     >>> r.value, r.stats.forward_passes < r.stats.new_tokens + 1         # doctest: +SKIP
     ('green', True)
+    >>> [r.value for r in gen.json({"type": "integer"}, ["2 + 2?", "3 * 3?"])]  # doctest: +SKIP
+    [4, 9]
     """
 
     def __init__(self, model: Any = None, tokenizer: Any = None, *, device: Any = None,
@@ -116,6 +132,16 @@ class Generator:
         """Relative cost of a forward pass by number of new positions, measured on first use."""
         return self.context.pass_costs
 
+    def measure_pass_costs(self, **options: Any) -> PassCosts:
+        """Time the model's forward passes by batch size and width (a few seconds to a minute on
+        a CPU) and use the result from now on; it is kept on disk for this model, device and
+        thread count (:meth:`PassCosts.measure_surface
+        <structgen.decoding.costs.PassCosts.measure_surface>`, whose options these are).
+        Without it, the surface is learned from the passes decoding runs, starting from a
+        built-in estimate."""
+        self.context.pass_costs = PassCosts.measure_surface(self.model, **options)
+        return self.context.pass_costs
+
     def prompt_ids(self, schema: Any, prompt: str, *, include_schema: bool = True, raw: bool = False) -> list[int]:
         """The token ids fed to the model: the chat template (when the tokenizer has one) around
         the prompt, with the schema shown in the message unless ``include_schema=False``;
@@ -126,18 +152,25 @@ class Generator:
         """``content`` as the user's turn of the chat template (plain text without one)."""
         return self.context.chat_ids(content)
 
-    def json(self, schema: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
+    def json(self, schema: Any, prompt: "str | Sequence[str]", *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
              whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
-             raw: bool = False, lenient: bool = False) -> JsonResult:
-        """Generate one JSON value that validates against ``schema``.
+             raw: bool = False, lenient: bool = False) -> Any:
+        """Generate one JSON value that validates against ``schema`` (or, given lists, one per row).
 
         Parameters
         ----------
         schema
-            A JSON schema (dict or JSON text) or a Pydantic model class.
+            A JSON schema (dict or JSON text) or a Pydantic model class; a list of them decodes
+            a batch (see the class notes).
         prompt
-            The user's request; see :meth:`prompt_ids` for how it reaches the model.
+            The user's request; see :meth:`prompt_ids` for how it reaches the model. A list
+            decodes a batch.
+
+        Returns
+        -------
+        JsonResult or list
+            One result; for a batch, a list in order, a failed row holding its exception.
         max_new_tokens
             Token budget; running out raises :class:`~structgen.IncompleteGenerationError`.
         temperature, top_p, top_k, seed
@@ -164,8 +197,9 @@ class Generator:
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate)
-        return generate_json_with(self.context, schema, prompt, config, whitespace=whitespace, strict=strict,
-                                  include_schema=include_schema, raw=raw, lenient=lenient)
+        return self._run(lambda one_schema, one_prompt: json_job(
+            self.context, one_schema, one_prompt, config, whitespace=whitespace, strict=strict,
+            include_schema=include_schema, raw=raw, lenient=lenient), schema=schema, prompt=prompt)
 
     def grammar(self, grammar: Any, prompt: str, *, start: str = "start", **options: Any) -> TextResult:
         """Generate text in the language of a Lark-style grammar (text, path or IR).
@@ -178,7 +212,7 @@ class Generator:
         ...             "Assign 3 to x.").text                             # doctest: +SKIP
         'x = 3'
         """
-        return self.text(self.compiler.grammar_file(grammar, start=start), prompt, **options)
+        return self._text(lambda one: self.compiler.grammar_file(one, start=start), grammar, prompt, options)
 
     def regex(self, pattern: str, prompt: str, *, ignore_case: bool = False, dotall: bool = False,
               **options: Any) -> TextResult:
@@ -189,8 +223,8 @@ class Generator:
         >>> gen.regex(r"(yes|no)", "Is water wet? Answer yes or no.").text   # doctest: +SKIP
         'yes'
         """
-        return self.text(self.compiler.regex(pattern, ignore_case=ignore_case, dotall=dotall), prompt,
-                         **options)
+        return self._text(lambda one: self.compiler.regex(one, ignore_case=ignore_case, dotall=dotall), pattern,
+                          prompt, options)
 
     def text(self, compiled: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
@@ -210,7 +244,16 @@ class Generator:
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate)
-        return generate_text_with(self.context, compiled, prompt, config, raw=raw)
+        return self._run(lambda one, one_prompt: text_job(self.context, one, one_prompt, config, raw=raw),
+                         compiled=compiled, prompt=prompt)
+
+    def _text(self, compile: Callable[[Any], Any], source: Any, prompt: Any, options: dict[str, Any]) -> Any:
+        """:meth:`text` under what ``compile(source)`` gives; for a batch each row compiles in
+        its own job, so a grammar that does not compile fails its row only."""
+        if not _is_batch(source) and not _is_batch(prompt):
+            return self.text(compile(source), prompt, **options)
+        deferred = [_Deferred(compile, one) for one in source] if _is_batch(source) else _Deferred(compile, source)
+        return self.text(deferred, prompt, **options)
 
     def sql(self, question: str, database: "str | os.PathLike[str] | sqlite3.Connection", *,
             execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256, max_rows: int = 1000,
@@ -246,9 +289,10 @@ class Generator:
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                               speculate=speculate)
-        return generate_sql_with(self.context, question, database, config, execute=execute,
-                                 max_retries=max_retries, max_rows=max_rows, time_limit=time_limit,
-                                 retry_temperature=retry_temperature, strict=strict)
+        return self._run(lambda one_question, one_database: sql_job(
+            self.context, one_question, one_database, config, execute=execute, max_retries=max_retries,
+            max_rows=max_rows, time_limit=time_limit, retry_temperature=retry_temperature, strict=strict),
+            question=question, database=database)
 
     def tool_calls(self, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
                    tool_choice: Any = "auto", parallel_tool_calls: bool = True,
@@ -316,9 +360,62 @@ class Generator:
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate)
-        return generate_tool_calls_with(self.context, tools, messages, config, tool_choice=tool_choice,
-                                        parallel_tool_calls=parallel_tool_calls, format=format, strict=strict,
-                                        stop_repeated_calls=stop_repeated_calls)
+        conversations = _is_conversations(messages)
+        per_row_tools = conversations and isinstance(tools, list) and bool(tools) and all(
+            isinstance(t, list) for t in tools)
+        return self._run(lambda one_tools, one_messages: tool_calls_job(
+            self.context, one_tools, one_messages, config, tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls, format=format, strict=strict,
+            stop_repeated_calls=stop_repeated_calls),
+            tools=_Rows(tools) if per_row_tools else tools, messages=_Rows(messages) if conversations else messages,
+            batch=conversations)
+
+    def _run(self, make: "Callable[..., Job[Any]]", batch: bool | None = None, **arguments: Any) -> Any:
+        """One job from ``arguments``, or, when one of them is a batch (a list; a ``_Rows``), a
+        job per row, run together (:func:`structgen.tasks.jobs.run_jobs`)."""
+        lists = {name: list(value) for name, value in arguments.items()
+                 if (_is_batch(value) if batch is None else isinstance(value, _Rows))}
+        if not lists:
+            return run_job(self.context, make(*(_resolved(v) for v in arguments.values())))
+        lengths = {name: len(value) for name, value in lists.items()}
+        if len(set(lengths.values())) > 1:
+            raise OptionError(f"the lists of a batch must have one length, not {lengths}")
+        n = next(iter(lengths.values()))
+        rows = [[lists[name][i] if name in lists else value for name, value in arguments.items()] for i in range(n)]
+        return run_jobs(self.context, [_deferring(make, row) for row in rows])
+
+
+class _Rows(list):
+    """A list that is a batch's rows (where a plain list is one argument, as ``tools``)."""
+
+
+class _Deferred:
+    """A compile to run inside a row's job (so that its error fails that row only)."""
+
+    def __init__(self, compile: Callable[[Any], Any], source: Any) -> None:
+        self.compile, self.source = compile, source
+
+    def __call__(self) -> Any:
+        return self.compile(self.source)
+
+
+def _is_batch(value: Any) -> bool:
+    """Lists are batches: no schema, prompt, grammar, question or database is one."""
+    return isinstance(value, (list, tuple)) and not isinstance(value, str)
+
+
+def _is_conversations(messages: Any) -> bool:
+    """A list of conversations (each a list of messages) rather than one conversation."""
+    return isinstance(messages, (list, tuple)) and bool(messages) and all(isinstance(m, (list, tuple)) for m in messages)
+
+
+def _resolved(value: Any) -> Any:
+    return value() if isinstance(value, _Deferred) else value
+
+
+def _deferring(make: "Callable[..., Job[Any]]", row: list[Any]) -> "Job[Any]":
+    """``make(*row)`` as a job, ``_Deferred`` compiles run inside it."""
+    return (yield from make(*(_resolved(v) for v in row)))
 
 
 _DEFAULT: Generator | None = None
@@ -335,7 +432,7 @@ def generate_json(schema: Any, prompt: str, **options: Any) -> Any:
     >>> generate_json({"type": "integer"}, "How many legs has a spider?")   # doctest: +SKIP
     8
     """
-    return _default().json(schema, prompt, **options).value
+    return _pick(_default().json(schema, prompt, **options), "value")
 
 
 def _default() -> Generator:
@@ -353,7 +450,7 @@ def generate_grammar(grammar: Any, prompt: str, **options: Any) -> str:
     >>> generate_grammar("start: /[0-9]+/ (\\"+\\" /[0-9]+/)*", "Write a sum of two numbers.")  # doctest: +SKIP
     '1+2'
     """
-    return _default().grammar(grammar, prompt, **options).text
+    return _pick(_default().grammar(grammar, prompt, **options), "text")
 
 
 def generate_regex(pattern: str, prompt: str, **options: Any) -> str:
@@ -364,7 +461,7 @@ def generate_regex(pattern: str, prompt: str, **options: Any) -> str:
     >>> generate_regex(r"[0-9]{3}-[0-9]{4}", "Make up a phone number.")   # doctest: +SKIP
     '555-1234'
     """
-    return _default().regex(pattern, prompt, **options).text
+    return _pick(_default().regex(pattern, prompt, **options), "text")
 
 
 def generate_sql(question: str, database: "str | os.PathLike[str] | sqlite3.Connection",
@@ -380,7 +477,7 @@ def generate_sql(question: str, database: "str | os.PathLike[str] | sqlite3.Conn
     'SELECT count(*) FROM singer'
     """
     result = _default().sql(question, database, **options)
-    return result if options.get("execute") else result.sql
+    return result if options.get("execute") else _pick(result, "sql")
 
 
 def generate_tool_calls(tools: list[dict[str, Any]], messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
@@ -398,4 +495,11 @@ def generate_tool_calls(tools: list[dict[str, Any]], messages: list[dict[str, An
     >>> msg["tool_calls"][0]["function"]["arguments"]                        # doctest: +SKIP
     '{"city": "Oslo"}'
     """
-    return _default().tool_calls(tools, messages, **options).message
+    return _pick(_default().tool_calls(tools, messages, **options), "message")
+
+
+def _pick(result: Any, name: str) -> Any:
+    """``result.<name>``; for a batch, that of each row (a failed row keeps its exception)."""
+    if isinstance(result, list):
+        return [row if isinstance(row, Exception) else getattr(row, name) for row in result]
+    return getattr(result, name)

@@ -62,9 +62,12 @@ class ModelBackend(Protocol):
     def rollback(self, counts: Sequence[int]) -> None:
         """Forget the last ``counts[r]`` positions of row ``r`` (0: keep all)."""
 
-    # Optional: ``max_positions`` (int or None), the longest sequence the model takes; the loop
-    # refuses a prompt that cannot fit with its token budget before any pass (getattr, so a
-    # backend without it is not checked).
+    # Optional (read with getattr, so a backend without them still works):
+    # ``max_positions`` (int or None), the longest sequence the model takes: the loop refuses a
+    # prompt that cannot fit with its token budget before any pass;
+    # ``max_rows`` (int or None), the most rows one batch may hold: the loop decodes more rows
+    # in batches of that size;
+    # ``release(rows)``: rows that ended leave the batch (extend feeds them ``[]`` from then on).
 
 
 def logits_width(model: Any) -> int:
@@ -90,7 +93,7 @@ def rollback_refusal(model: Any) -> str:
     layer_types = getattr(config, "layer_types", None) or []
     if any(t not in ("full_attention", "sliding_attention") for t in layer_types):
         return "the model has recurrent or linear-attention layers, whose cache cannot be rolled back"
-    if getattr(config, "sliding_window", None) and (not layer_types or "sliding_attention" in layer_types):
+    if _has_sliding_layers(config):
         try:
             from transformers.cache_utils import DynamicSlidingWindowLayer
         except ImportError:  # transformers before 5
@@ -102,13 +105,24 @@ def rollback_refusal(model: Any) -> str:
 
 
 class TransformersBackend:
-    """:class:`ModelBackend` over a transformers causal LM and a ``DynamicCache``.
+    """:class:`ModelBackend` over a transformers causal LM and a ``DynamicCache``, any number of rows.
 
-    Rolling back is ``DynamicCache.crop(-n)``; sliding-window layers record the last pass's
-    positions so that it stays exact (see :func:`rollback_refusal`). One row per batch for now: rows of a
-    ``DynamicCache`` share one length, so rows rolled back by different counts need padding
-    and position bookkeeping that this class does not do yet (more rows raise
-    :class:`~structgen.errors.OptionError`). Call it under ``torch.no_grad()``.
+    One row is the plain case: the cache holds that row, and rolling back is
+    ``DynamicCache.crop(-n)`` (sliding-window layers record the last pass's positions so that it
+    stays exact, see :func:`rollback_refusal`).
+
+    Several rows share one cache whose positions are *slots*: each row has a mask over the slots
+    it attends to and its own position ids. Each row's prompt is prefilled alone (so its first
+    logits are those of a one-row run) and the caches are merged, left-padded. A pass feeds each
+    row its own number of ids, right-padded to the widest; the padding slots and a row's
+    rolled-back positions are masked out for that row only, so no row is cropped to another
+    row's length, and the slots nobody needs are dropped (the tail at once; holes once they make
+    up half the cache, by moving each row's live slots together). A row that ends leaves the
+    batch (:meth:`release`). Keys are stored after their rotary embedding, so moving a slot does
+    not change what it holds. A model with sliding-window layers decodes one row at a time
+    (:attr:`max_rows`): a window counts slots, and holes would shrink it.
+
+    Call it under ``torch.no_grad()``.
     """
 
     def __init__(self, model: Any) -> None:
@@ -116,7 +130,11 @@ class TransformersBackend:
         self._device = next(model.parameters()).device
         self._width = logits_width(model)
         self._refusal = rollback_refusal(model)
+        self._sliding = _has_sliding_layers(getattr(model, "config", None))
         self._cache: Any = None
+        self._batch: dict[int, int] = {}  # row -> its index in the cache's batch dimension
+        self._live: list[int] = []  # per batch index: positions the row attends to (its next position id)
+        self._mask: Any = None  # (batch, slots) bool: which slots each batch index attends to; None: one row
 
     @property
     def device(self) -> Any:
@@ -131,6 +149,11 @@ class TransformersBackend:
         return self._refusal
 
     @property
+    def max_rows(self) -> int | None:
+        """Most rows one batch may hold: 1 for a model with sliding-window layers, else no limit."""
+        return 1 if self._sliding or self._refusal else None
+
+    @property
     def max_positions(self) -> int | None:
         """The model's context window (``max_position_embeddings`` or ``n_positions``), if known."""
         config = getattr(self.model, "config", None)
@@ -140,40 +163,161 @@ class TransformersBackend:
                 return value
         return None
 
+    @property
+    def slots(self) -> int:
+        """Cache length in slots (live positions, padding and holes)."""
+        return self._cache.get_seq_length() if self._cache is not None else 0
+
     def prefill(self, rows: Sequence[Sequence[int]]) -> "torch.Tensor":
         import torch
-        from transformers import DynamicCache
 
-        _one_row(len(rows))
-        self._cache = DynamicCache(config=self.model.config)
-        for layer in getattr(self._cache, "layers", ()):
-            # A sliding-window layer keeps each pass's positions past its window until the next
-            # crop, so refused draft positions can be rolled back exactly.
-            if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording"):
-                layer.activate_past_recording()
-        out = self.model(input_ids=torch.tensor([list(rows[0])], device=self._device),
-                         past_key_values=self._cache, use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1]
+        if self.max_rows is not None and len(rows) > self.max_rows:
+            raise OptionError(f"this model decodes at most {self.max_rows} row(s) per batch, not {len(rows)}: "
+                              f"{self._refusal or 'its sliding-window layers count slots, not positions'}")
+        caches, firsts = [], []
+        for ids in rows:
+            cache = self._new_cache()
+            out = self.model(input_ids=torch.tensor([list(ids)], device=self._device),
+                             past_key_values=cache, use_cache=True, logits_to_keep=1)
+            caches.append(cache)
+            firsts.append(out.logits[0, -1])
+        self._batch = {r: r for r in range(len(rows))}
+        self._live = [len(ids) for ids in rows]
+        self._cache = caches[0]
+        self._mask = None
+        if len(rows) > 1:
+            self._merge(caches)
+        return torch.stack(firsts)
 
     def extend(self, new_ids: Sequence[Sequence[int]]) -> "list[torch.Tensor]":
         import torch
 
-        _one_row(len(new_ids))
-        out = self.model(input_ids=torch.tensor([list(new_ids[0])], device=self._device),
-                         past_key_values=self._cache, use_cache=True)
-        return [out.logits[0]]
+        if self._mask is None:  # one row
+            (ids,) = new_ids
+            out = self.model(input_ids=torch.tensor([list(ids)], device=self._device),
+                             past_key_values=self._cache, use_cache=True)
+            self._live[0] += len(ids)
+            return [out.logits[0]]
+        width = max(len(ids) for ids in new_ids)
+        batch = len(self._live)
+        feed = torch.zeros((batch, width), dtype=torch.long)
+        fed = torch.zeros((batch, width), dtype=torch.bool)
+        positions = torch.zeros((batch, width), dtype=torch.long)
+        for r, ids in enumerate(new_ids):
+            b = self._batch.get(r)
+            if b is None:
+                if ids:
+                    raise OptionError(f"row {r} was released and cannot be fed")
+                continue
+            feed[b, :len(ids)] = torch.tensor(list(ids), dtype=torch.long)
+            fed[b, :len(ids)] = True
+            positions[b] = torch.arange(self._live[b], self._live[b] + width)
+            self._live[b] += len(ids)
+        start = self.slots
+        self._mask = torch.cat([self._mask, fed], dim=1)
+        out = self.model(input_ids=feed.to(self._device), attention_mask=self._mask.to(self._device),
+                         position_ids=positions.to(self._device), past_key_values=self._cache, use_cache=True,
+                         cache_position=torch.arange(start, start + width, device=self._device))
+        logits = out.logits
+        empty = logits.new_empty((0, logits.shape[-1]))
+        return [logits[self._batch[r], :len(ids)] if r in self._batch else empty for r, ids in enumerate(new_ids)]
 
     def rollback(self, counts: Sequence[int]) -> None:
-        _one_row(len(counts))
-        if counts[0]:
-            self._cache.crop(-counts[0])
-        else:  # trims sliding-window layers back to their window (full layers are untouched)
-            for layer in getattr(self._cache, "layers", ()):
-                if getattr(layer, "is_sliding", False) and getattr(layer, "record_past", False):
-                    layer.crop(0)
+        if self._mask is None:  # one row
+            (count,) = counts
+            if count:
+                self._cache.crop(-count)
+            else:  # trims sliding-window layers back to their window (full layers are untouched)
+                for layer in getattr(self._cache, "layers", ()):
+                    if getattr(layer, "is_sliding", False) and getattr(layer, "record_past", False):
+                        layer.crop(0)
+            self._live[0] -= count
+            return
+        for r, count in enumerate(counts):
+            b = self._batch.get(r)
+            if not count or b is None:
+                continue
+            live = self._mask[b].nonzero().flatten()
+            self._mask[b, live[len(live) - count:]] = False
+            self._live[b] -= count
+        self._tidy()
+
+    def release(self, rows: Sequence[int]) -> None:
+        """Rows that ended leave the batch: their slots are dropped and they are fed nothing more."""
+        import torch
+
+        gone = {self._batch.pop(r) for r in rows if r in self._batch}
+        if not gone or self._mask is None:
+            return
+        keep = [b for b in range(len(self._live)) if b not in gone]
+        if not keep:
+            self._cache, self._mask, self._live = None, None, []
+            return
+        index = torch.tensor(keep, device=self._device)
+        for layer in self._cache.layers:
+            layer.keys, layer.values = layer.keys[index], layer.values[index]
+        self._mask = self._mask[torch.tensor(keep)]
+        self._live = [self._live[b] for b in keep]
+        renumber = {b: i for i, b in enumerate(keep)}
+        self._batch = {r: renumber[b] for r, b in self._batch.items()}
+        self._tidy()
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        for layer in getattr(cache, "layers", ()):
+            # A sliding-window layer keeps each pass's positions past its window until the next
+            # crop, so refused draft positions can be rolled back exactly.
+            if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording"):
+                layer.activate_past_recording()
+        return cache
+
+    def _merge(self, caches: list[Any]) -> None:
+        """One cache from one-row caches, left-padded to the longest."""
+        import torch
+
+        lengths = [cache.get_seq_length() for cache in caches]
+        slots = max(lengths)
+        self._mask = torch.zeros((len(caches), slots), dtype=torch.bool)
+        for b, n in enumerate(lengths):
+            self._mask[b, slots - n:] = True
+        for i, layer in enumerate(self._cache.layers):
+            for name in ("keys", "values"):
+                first = getattr(layer, name)
+                merged = first.new_zeros((len(caches), first.shape[1], slots, first.shape[3]))
+                for b, (cache, n) in enumerate(zip(caches, lengths)):
+                    merged[b, :, slots - n:] = getattr(cache.layers[i], name)[0]
+                setattr(layer, name, merged)
+
+    def _tidy(self) -> None:
+        """Drop the slots no row attends to at the end, and move live slots together once holes
+        make up half the cache."""
+        import torch
+
+        used = self._mask.any(dim=0).nonzero()
+        end = int(used[-1]) + 1 if len(used) else 0
+        if end < self.slots:
+            self._cache.crop(end - self.slots)
+            self._mask = self._mask[:, :end]
+        slots, longest = self.slots, max(self._live, default=0)
+        if slots < 64 or longest * 2 > slots:
+            return
+        # each row's live slots, right-aligned in a cache as long as the longest row
+        index = torch.zeros((len(self._live), longest), dtype=torch.long)
+        mask = torch.zeros((len(self._live), longest), dtype=torch.bool)
+        for b, n in enumerate(self._live):
+            live = self._mask[b].nonzero().flatten()
+            index[b, longest - n:] = live
+            mask[b, longest - n:] = True
+        index = index.to(self._device)
+        for layer in self._cache.layers:
+            heads, dim = layer.keys.shape[1], layer.keys.shape[3]
+            gather = index[:, None, :, None].expand(-1, heads, -1, dim)
+            layer.keys, layer.values = layer.keys.gather(2, gather), layer.values.gather(2, gather)
+        self._mask = mask
 
 
-def _one_row(rows: int) -> None:
-    if rows != 1:
-        raise OptionError(f"TransformersBackend decodes one row at a time, not {rows}; "
-                          "decode the sequences one by one")
+def _has_sliding_layers(config: Any) -> bool:
+    layer_types = getattr(config, "layer_types", None) or []
+    return bool(getattr(config, "sliding_window", None)) and (not layer_types or "sliding_attention" in layer_types)

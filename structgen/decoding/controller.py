@@ -59,24 +59,39 @@ class DraftController:
         self.costs = costs
         self.acceptance = acceptance
 
-    def propose(self, matcher: Matcher, tokens: Sequence[int], limit: int) -> Draft:
-        """The best draft to verify after ``tokens`` (empty when a plain step pays more)."""
+    def propose(self, matcher: Matcher, tokens: Sequence[int], limit: int, costs: PassCosts | None = None) -> Draft:
+        """The best draft to verify after ``tokens`` (empty when a plain step pays more), judged
+        by ``costs`` (default: the controller's curve; a batch passes its curve at the batch's
+        size, :meth:`PassCosts.at`). It is not cut: the pass's width cuts it, chosen for the
+        whole batch from every row's :meth:`expected` tokens
+        (:meth:`PassCosts.best_width`)."""
+        costs = costs or self.costs
         best, best_rate = Draft((), ""), 1.0
         for source in self.sources:
             per_token = getattr(source, "cost_per_token", 0.0)
             ask = limit
             if per_token > 0:
                 # Expected payoff before paying for it: only run it where it could win.
-                ask, rate = self.costs.best_cut([self.acceptance[source.name]] * limit, per_token)
+                ask, rate = costs.best_cut([self.acceptance[source.name]] * limit, per_token)
                 if ask == 0 or rate <= best_rate:
                     continue
             draft = source.propose(matcher, tokens, ask)
             if not draft.tokens:
                 continue
-            k, rate = self.costs.best_cut([self.acceptance[draft.label(i)] for i in range(len(draft))])
+            k, rate = costs.best_cut([self.acceptance[draft.label(i)] for i in range(len(draft))])
             if k and rate > best_rate:
-                best, best_rate = draft.cut(k), rate
+                best, best_rate = draft, rate
         return best
+
+    def expected(self, draft: Draft) -> list[float]:
+        """Tokens a pass verifying the first ``k`` tokens of ``draft`` is expected to yield, for
+        ``k = 0 .. len(draft)`` (the chosen token, then each draft token while all before it
+        were kept)."""
+        out, chance = [1.0], 1.0
+        for i in range(len(draft)):
+            chance *= self.acceptance[draft.label(i)]
+            out.append(out[-1] + chance)
+        return out
 
     def record(self, draft: Draft, kept: int, choice: int | None = None) -> None:
         """``draft`` was verified and kept ``kept`` tokens (the model wrote ``choice`` at the

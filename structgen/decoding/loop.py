@@ -1,24 +1,30 @@
 """The decoding loop: constrained greedy or sampled decoding with drafts, lossless.
 
-Rows of sequences over a :class:`~structgen.decoding.backend.ModelBackend` (today's
-transformers backend runs one row). Each step, for each row:
+A batch of rows, each with its own matcher, over a
+:class:`~structgen.decoding.backend.ModelBackend`. Each step:
 
-1. choose the next token from the masked logits (greedy argmax, or a sample);
-2. ask the row's :class:`~structgen.decoding.controller.DraftController` for a *draft*: it
-   weighs the draft sources (:mod:`structgen.decoding.drafts`: the text the grammar forces;
-   :mod:`~structgen.decoding.lookup`: values copied from the prompt; a draft model) by the
-   acceptance measured so far per label and the pass-cost curve
-   (:class:`~structgen.decoding.costs.PassCosts`), and cuts the best draft where it pays;
-3. feed ``[token] + draft`` in one forward pass; walk the draft with the matcher, masking every
-   position exactly as step-by-step decoding would, and keep each draft token only when the
+1. each row takes its next token (chosen from the masked logits of the last pass: greedy
+   argmax, or a sample) and asks its :class:`~structgen.decoding.controller.DraftController`
+   for a *draft*: it weighs the draft sources (:mod:`structgen.decoding.drafts`: the text the
+   grammar forces; :mod:`~structgen.decoding.lookup`: values copied from the prompt; a draft
+   model) by the acceptance measured so far per label and the pass-cost surface at this batch
+   size (:class:`~structgen.decoding.costs.PassCosts`);
+2. one width for the pass is chosen from every row's expected tokens and the surface
+   (:meth:`~structgen.decoding.costs.PassCosts.best_width`): as the batch fills, a wider pass
+   costs nearly its width and drafts shorten, then stop; as rows end, they come back. Each
+   row's draft is cut to it;
+3. each row's matcher walks its draft, and the masks of every position of every row are filled
+   into one array and applied to the pass's logits in one call, on the model's device;
+4. one forward pass feeds each row ``[token] + draft``; each row keeps its draft tokens while the
    model's own choice there is that token (greedy), by the point-mass rule, or by the
    ``min(1, p/q)`` rule for a draft model's sampled token (sampling, see
-   :mod:`structgen.decoding.sampling`); the first refused position yields the model's own token;
-4. roll the backend's cache back to what was kept.
+   :mod:`structgen.decoding.sampling`); the first refused position (or the one after the draft)
+   gives the row's next token;
+5. each row's matcher and cache are rolled back to what it kept; rows that ended leave the batch.
 
-So the output is token for token what ``speculate=False`` produces (up to float near-ties
-between batched and single-position passes, ~1e-5 in logits), while forced runs cost one pass
-instead of one per token.
+So each row's output is token for token what ``speculate=False`` produces for that row alone
+(up to float near-ties between batched and single-position passes, ~1e-5 in logits), while
+forced runs cost one pass instead of one per token.
 
 Example
 -------
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Collection, Literal, Sequence
 
 from structgen.decoding.backend import ModelBackend
@@ -41,12 +47,13 @@ from structgen.decoding.controller import Acceptance, DraftController
 from structgen.decoding.costs import PassCosts
 from structgen.decoding.drafts import Draft, DraftSource
 from structgen.decoding.masking import Masker
-from structgen.decoding.stats import GenerationStats
+from structgen.decoding.stats import GenerationStats, StepStats
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
-from structgen.errors import ContextLengthError, DecodingError, IncompleteGenerationError
+from structgen.errors import ContextLengthError, DecodingError, IncompleteGenerationError, OptionError
 
 if TYPE_CHECKING:  # torch is imported where a model runs, so compiling grammars never needs it
+    import numpy as np
     import torch
 
 __all__ = ["Finish", "RowRequest", "RowOutcome", "check_context", "decode", "decode_rows"]
@@ -57,19 +64,23 @@ Finish = Literal["eos", "grammar", "stop"]
 @dataclass
 class RowRequest:
     """One sequence to decode: its matcher (perhaps already past some tokens, which then end
-    ``prompt_ids`` too), the prompt, tokens its first choice may not be, and a stop test asked
-    where the grammar may end (True ends the row there, finish ``"stop"``)."""
+    ``prompt_ids`` too), the prompt, tokens its first choice may not be, a stop test asked
+    where the grammar may end (True ends the row there, finish ``"stop"``), and its own budget
+    and sampling options (``config``: ``max_new_tokens``, ``temperature``, ``top_p``,
+    ``top_k``, ``seed``; default: the batch's)."""
 
     matcher: Matcher
     prompt_ids: Sequence[int]
     banned_first: Collection[int] = ()
     stop: Callable[[list[int]], bool] | None = None
+    config: DecodeConfig | None = None
 
 
 @dataclass
 class RowOutcome:
     """What a row produced: tokens (final EOS excluded), how it ended, stats; or the error that
-    ended it (``IncompleteGenerationError`` when the budget ran out, holding the partial output)."""
+    ended it (``IncompleteGenerationError`` when the budget ran out, holding the partial output;
+    a :class:`DecodingError` when its grammar allowed no token)."""
 
     tokens: list[int]
     finish: Finish | None
@@ -79,16 +90,20 @@ class RowOutcome:
 
 @dataclass
 class _Row:
+    index: int
     request: RowRequest
+    config: DecodeConfig
     stats: GenerationStats
     generator: "torch.Generator"
     controller: DraftController
     started: float
     tokens: list[int] = field(default_factory=list)
-    logits: "torch.Tensor | None" = None  # for the next position
-    pending: int | None = None  # a token already chosen at a refused draft position
+    next_token: int | None = None  # chosen from the last pass's logits
+    draft: Draft = field(default_factory=lambda: Draft((), ""))
+    walked: int = 0  # draft tokens the matcher advanced over before the pass
     finish: Finish | None = None
     error: DecodingError | None = None
+    released: bool = False  # left the backend's batch
 
     @property
     def done(self) -> bool:
@@ -108,7 +123,7 @@ def decode(backend: ModelBackend, vocab: Vocabulary, matcher: Matcher, prompt_id
     there (finish ``"stop"``).
 
     ``sources`` propose drafts when ``config.speculate``; a controller per row chooses among
-    them (:mod:`structgen.decoding.controller`); ``costs`` is the pass-cost curve (default:
+    them (:mod:`structgen.decoding.controller`); ``costs`` is the pass-cost surface (default:
     :class:`PassCosts`' built-in one), which learns from the passes it sees. ``learned`` holds
     acceptance per draft label from earlier generations: each row starts halfway between it and
     ``config.acceptance_prior``, and it is updated when the row ends. Drafts only change speed,
@@ -135,17 +150,31 @@ def decode(backend: ModelBackend, vocab: Vocabulary, matcher: Matcher, prompt_id
 def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[RowRequest], config: DecodeConfig, *,
                 sources: Sequence[DraftSource] = (), costs: PassCosts | None = None,
                 learned: dict[str, float] | None = None) -> list[RowOutcome]:
-    """Decode a batch of rows (see :func:`decode`, which is this for one row).
+    """Decode a batch of rows together, one forward pass per step for all of them (see
+    :func:`decode`, which is this for one row, and the module notes).
 
-    Rows advance together, one backend pass per step; a row that ends is fed nothing more.
-    A row whose budget runs out ends with an :class:`IncompleteGenerationError` in its
-    outcome; an internal :class:`DecodingError` is raised at once.
+    ``config`` gives the drafting options (``speculate``, ``max_draft``, ``acceptance_prior``)
+    and each row's budget and sampling unless its request has its own ``config``. Each row
+    ends on its own and leaves the batch; its outcome holds its tokens or its error (a budget
+    that ran out, a grammar that allowed no token), and the other rows go on. A backend with a
+    ``max_rows`` limit decodes the rows in batches of that size, one after another.
     """
-    import torch
-
     if not requests:
         return []
     check_context(backend, [request.prompt_ids for request in requests], config)
+    limit = getattr(backend, "max_rows", None)
+    if limit and len(requests) > limit:
+        return [outcome for start in range(0, len(requests), limit)
+                for outcome in _decode_batch(backend, vocab, requests[start:start + limit], config,
+                                             sources, costs, learned, offset=start)]
+    return _decode_batch(backend, vocab, requests, config, sources, costs, learned)
+
+
+def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[RowRequest], config: DecodeConfig,
+                  sources: Sequence[DraftSource], costs: PassCosts | None, learned: dict[str, float] | None,
+                  offset: int = 0) -> list[RowOutcome]:
+    import torch
+
     speculation = "on"
     if not config.speculate:
         speculation = "off"
@@ -156,49 +185,85 @@ def decode_rows(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[Row
     speculate = speculation == "on" and bool(sources)
     costs = costs or PassCosts()
     masker = Masker(backend.logits_width)
+    release = getattr(backend, "release", None)
+    started = time.perf_counter()
     rows = []
     for r, request in enumerate(requests):
+        row_config = _row_config(config, request.config)
         # Sampling draws from its own generator: the global torch RNG is neither used nor reseeded.
-        seed = config.seed + r if config.seed is not None else secrets.randbits(63)
-        row_sources = [_for_row(source, request.prompt_ids, config) for source in sources] if speculate else []
+        seed = row_config.seed + offset + r if row_config.seed is not None else secrets.randbits(63)
+        if request.config is not None and request.config.seed is not None:
+            seed = request.config.seed
+        row_sources = [_for_row(source, request.prompt_ids, row_config) for source in sources] if speculate else []
         start = {label: (rate + config.acceptance_prior) / 2 for label, rate in (learned or {}).items()}
         controller = DraftController(row_sources, costs, Acceptance(config.acceptance_prior, start))
-        rows.append(_Row(request, GenerationStats(prefill_tokens=len(request.prompt_ids), speculation=speculation),
-                         torch.Generator().manual_seed(seed), controller, time.perf_counter()))
+        rows.append(_Row(r, request, row_config,
+                         GenerationStats(prefill_tokens=len(request.prompt_ids), speculation=speculation),
+                         torch.Generator().manual_seed(seed), controller, started))
 
     with torch.no_grad():
         first = backend.prefill([list(row.request.prompt_ids) for row in rows])
-        for row, logits in zip(rows, first):
+        words = masker.words(len(rows))
+        for i, row in enumerate(rows):
             row.stats.forward_passes += 1
+            masker.fill(words, i, row.request.matcher)
             if row.request.banned_first:
-                logits = logits.clone()
-                logits[torch.tensor(sorted(row.request.banned_first), device=logits.device)] = float("-inf")
-            row.logits = logits
+                banned = torch.tensor(sorted(row.request.banned_first), device=first.device)
+                first[i, banned] = float("-inf")
+        masked, alive = masker.apply(first, words)
+        for i, row in enumerate(rows):
+            _take(row, masked[i], bool(alive[i]))
         while True:
-            feeds: list[list[int]] = []
-            drafts: list[Draft | None] = []
-            for row in rows:
-                step = None if row.done else _next_step(row, vocab, masker, config)
-                drafts.append(step[1] if step else None)
-                feeds.append([step[0], *step[1].tokens] if step else [])
-            if not any(feeds):
+            step_started = time.perf_counter()
+            live = [row for row in rows if not row.done and _begin_step(row, vocab)]
+            ended = [row for row in rows if row.done and not row.released]
+            for row in ended:
+                row.released = True
+            if ended and release is not None:
+                release([row.index for row in ended])
+            if not live:
                 break
-            started = time.perf_counter()
+            view = costs.at(len(live))
+            for row in live:
+                budget = min(config.max_draft, row.config.max_new_tokens - len(row.tokens))
+                row.draft = row.controller.propose(row.request.matcher, row.tokens, budget, view) \
+                    if budget > 0 and speculate else Draft((), "")
+            width = costs.best_width([row.controller.expected(row.draft) for row in live], len(live))
+            words = masker.words(sum(1 + min(len(row.draft), width - 1) for row in live))
+            at = 0
+            for row in live:
+                row.draft = row.draft.cut(min(len(row.draft), width - 1))
+                at = _walk(row, masker, words, at)
+            feeds = [[] for _ in rows]
+            for row in live:
+                feeds[row.index] = [row.next_token, *row.draft.tokens]
+            pass_started = time.perf_counter()
             outs = backend.extend(feeds)
-            if len(rows) == 1:  # the curve is per row count; batches are measured elsewhere
-                costs.observe(len(feeds[0]), time.perf_counter() - started)
+            pass_seconds = time.perf_counter() - pass_started
+            costs.observe(max(len(feed) for feed in feeds), pass_seconds, rows=len(live))
+            masked, alive = masker.apply(torch.cat([outs[row.index] for row in live]), words)
             rollbacks = [0] * len(rows)
-            for r, (row, draft, logits) in enumerate(zip(rows, drafts, outs)):
-                if draft is not None:
-                    rollbacks[r] = _verify(row, draft, logits, masker, config)
+            at = 0
+            kept = {}
+            for row in live:
+                positions = len(row.draft) + 1
+                kept[row.index] = _verify(row, masked[at:at + positions], alive[at:at + positions])
+                rollbacks[row.index] = positions - 1 - kept[row.index]
+                at += positions
             backend.rollback(rollbacks)  # with no rollback it still trims sliding-window layers
+            overhead = time.perf_counter() - step_started - pass_seconds
+            fed = max(len(feed) for feed in feeds)
+            for row in live:
+                row.stats.steps.append(StepStats(rows=len(live), width=fed, drafted=len(row.draft),
+                                                 accepted=kept[row.index], pass_seconds=pass_seconds,
+                                                 overhead_seconds=overhead))
     for row in rows:
         if learned is not None:
             learned.update(row.controller.acceptance.rates)
         if row.error is not None:  # its stats were closed when it ended
             continue
         row.stats.new_tokens = len(row.tokens)
-        row.stats.seconds = time.perf_counter() - row.started
+        row.stats.seconds = time.perf_counter() - row.started if not row.stats.seconds else row.stats.seconds
     return [RowOutcome(row.tokens, row.finish, row.stats, row.error) for row in rows]
 
 
@@ -219,14 +284,14 @@ def check_context(backend: ModelBackend, prompts: Sequence[Sequence[int]], confi
                 "shorten the prompt (fewer tools, a shorter document) or lower max_new_tokens")
 
 
-def _choose(row: _Row, logits: "torch.Tensor", masker: Masker, config: DecodeConfig) -> int:
-    from structgen.decoding import sampling
-
-    masked = masker.masked(logits, row.request.matcher)
-    if config.greedy:
-        return sampling.greedy_token(masked)
-    probs = sampling.target_probs(masked, temperature=config.temperature, top_k=config.top_k, top_p=config.top_p)
-    return sampling.sample_token(probs, row.generator)
+def _row_config(batch: DecodeConfig, own: DecodeConfig | None) -> DecodeConfig:
+    """The batch's drafting options with the row's own budget and sampling options."""
+    if own is None:
+        return batch
+    if not isinstance(own, DecodeConfig):
+        raise OptionError(f"a row's config must be a DecodeConfig, not {type(own).__name__}")
+    return replace(batch, max_new_tokens=own.max_new_tokens, temperature=own.temperature, top_p=own.top_p,
+                   top_k=own.top_k, seed=own.seed)
 
 
 def _for_row(source: DraftSource, prompt_ids: Sequence[int], config: DecodeConfig) -> DraftSource:
@@ -234,54 +299,91 @@ def _for_row(source: DraftSource, prompt_ids: Sequence[int], config: DecodeConfi
     return for_row(prompt_ids, config) if for_row is not None else source
 
 
-def _next_step(row: _Row, vocab: Vocabulary, masker: Masker, config: DecodeConfig) -> tuple[int, Draft] | None:
-    """The row's next token and the draft to verify after it, or None when the row ended
-    (``row.finish`` or ``row.error`` set)."""
-    matcher, tokens = row.request.matcher, row.tokens
-    assert row.logits is not None
-    token = row.pending if row.pending is not None else _choose(row, row.logits, masker, config)
-    row.pending = None
-    if token in vocab.eos_ids:
-        row.finish = "eos"
+def _end(row: _Row, error: DecodingError | None = None, finish: Finish | None = None) -> None:
+    row.error, row.finish = error, finish
+    row.stats.new_tokens = len(row.tokens)
+    row.stats.seconds = time.perf_counter() - row.started
+
+
+def _take(row: _Row, masked: "torch.Tensor", alive: bool) -> "int | None":
+    """Choose the row's next token from masked logits (``alive``: some token is allowed);
+    a dead end ends the row with a :class:`DecodingError`."""
+    from structgen.decoding import sampling
+
+    if not alive:
+        matcher = row.request.matcher
+        _end(row, DecodingError("the grammar allows no token here: " + (matcher.last_rejection or "dead end")))
         return None
+    if row.config.greedy:
+        row.next_token = sampling.greedy_token(masked)
+    else:
+        probs = sampling.target_probs(masked, temperature=row.config.temperature, top_k=row.config.top_k,
+                                      top_p=row.config.top_p)
+        row.next_token = sampling.sample_token(probs, row.generator)
+    return row.next_token
+
+
+def _begin_step(row: _Row, vocab: Vocabulary) -> bool:
+    """Take the row's chosen token; False when that ended the row (``row.finish`` or
+    ``row.error`` set)."""
+    matcher, tokens, config = row.request.matcher, row.tokens, row.config
+    token = row.next_token
+    assert token is not None
+    if token in vocab.eos_ids:
+        _end(row, finish="eos")
+        return False
     if len(tokens) >= config.max_new_tokens:
-        row.stats.new_tokens = len(tokens)
-        row.stats.seconds = time.perf_counter() - row.started
-        row.error = IncompleteGenerationError(
+        _end(row, IncompleteGenerationError(
             f"max_new_tokens={config.max_new_tokens} ran out before the value was complete; raise it "
             "or tighten the schema (e.g. maxLength)",
             partial_text=vocab.token_bytes(tokens).decode("utf-8", "replace"),
-            token_ids=list(tokens), stats=row.stats)
-        return None
+            token_ids=list(tokens), stats=row.stats))
+        return False
     if not matcher.advance(token):
-        raise DecodingError(f"internal error: the masked choice was refused: {matcher.last_rejection}")
+        _end(row, DecodingError(f"internal error: the masked choice was refused: {matcher.last_rejection}"))
+        return False
     tokens.append(token)
     if matcher.is_finished():  # only EOS could follow: no pass needed to choose it
-        row.finish = "grammar"
-        return None
+        _end(row, finish="grammar")
+        return False
     if row.request.stop is not None and matcher.can_end() and row.request.stop(tokens):
-        row.finish = "stop"
-        return None
-    limit = min(config.max_draft, config.max_new_tokens - len(tokens))
-    return token, row.controller.propose(matcher, tokens, limit) if limit > 0 else Draft((), "")
+        _end(row, finish="stop")
+        return False
+    return True
 
 
-def _verify(row: _Row, draft: Draft, logits: "torch.Tensor", masker: Masker, config: DecodeConfig) -> int:
-    """Walk ``draft`` against the pass's ``logits`` (one row per fed position); return how many
-    positions to roll back."""
+def _walk(row: _Row, masker: Masker, words: "np.ndarray", at: int) -> int:
+    """Fill the masks of the row's positions in this pass (after its token, then after each
+    draft token) from ``words[at]`` on, advancing its matcher along the draft; returns the next
+    free index. A draft token the matcher refuses leaves the positions after it unmasked (they
+    cannot be reached: the model's masked choice there is never that token)."""
+    matcher = row.request.matcher
+    masker.fill(words, at, matcher)
+    row.walked = 0
+    for i, token in enumerate(row.draft.tokens):
+        if not matcher.advance(token):
+            break
+        row.walked += 1
+        masker.fill(words, at + i + 1, matcher)
+    return at + len(row.draft) + 1
+
+
+def _verify(row: _Row, masked: "torch.Tensor", alive: "torch.Tensor") -> int:
+    """Judge the row's draft against the pass's masked logits (one row per fed position, the
+    matcher already walked along the draft); keep what passes, choose the next token at the
+    first refused position (or after the draft), and return how many draft tokens were kept."""
     from structgen.decoding import sampling
 
-    matcher, tokens = row.request.matcher, row.tokens
+    matcher, tokens, draft, config = row.request.matcher, row.tokens, row.draft, row.config
     row.stats.forward_passes += 1
     row.stats.count_pass(draft.source if draft.tokens else "none")
-    kept = 0
-    for i, proposed in enumerate(draft.tokens):
-        masked = masker.masked(logits[i], matcher)
-        if config.greedy:
-            choice = sampling.greedy_token(masked)
-            ok = choice == proposed
+    kept, choice = 0, None
+    greedy = masked[: row.walked + 1].argmax(dim=1).tolist() if config.greedy else None
+    for i, proposed in enumerate(draft.tokens[: row.walked]):
+        if greedy is not None:
+            ok, choice = greedy[i] == proposed, greedy[i]
         else:
-            probs = sampling.target_probs(masked, temperature=config.temperature, top_k=config.top_k,
+            probs = sampling.target_probs(masked[i], temperature=config.temperature, top_k=config.top_k,
                                           top_p=config.top_p)
             q = draft.distribution(i)
             if q is None:
@@ -289,20 +391,26 @@ def _verify(row: _Row, draft: Draft, logits: "torch.Tensor", masker: Masker, con
             else:
                 ok, choice = sampling.verify_sampled_draft(probs, q.to(probs.device), proposed, row.generator)
         if not ok:
-            row.pending = choice  # the model's own token at this position
             break
-        matcher.advance(proposed)
-        tokens.append(proposed)
         kept += 1
+    refused = kept < len(draft)
+    matcher.rollback(row.walked - kept)
+    tokens.extend(draft.tokens[:kept])
     if draft.tokens:
         labels = [draft.label(i) for i in range(len(draft))]
         for label in dict.fromkeys(labels):
             row.stats.count_draft(label, drafted=labels.count(label), accepted=labels[:kept].count(label),
-                                  refused=kept < len(labels) and labels[kept] == label)
-        row.controller.record(draft, kept, row.pending)
-    row.logits = logits[kept]
+                                  refused=refused and labels[kept] == label)
+        row.controller.record(draft, kept, choice if refused else None)
     if kept and matcher.is_finished():
-        row.finish = "grammar"
+        _end(row, finish="grammar")
     elif kept and row.request.stop is not None and matcher.can_end() and row.request.stop(tokens):
-        row.finish = "stop"
-    return len(draft) - kept
+        _end(row, finish="stop")
+    elif refused and kept < row.walked and choice is not None:
+        if not bool(alive[kept]):
+            _end(row, DecodingError("the grammar allows no token here: " + (matcher.last_rejection or "dead end")))
+        else:
+            row.next_token = choice  # the model's own token where the draft was refused
+    else:
+        _take(row, masked[kept], bool(alive[kept]))
+    return kept

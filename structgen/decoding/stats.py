@@ -13,7 +13,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["DraftStats", "GenerationStats"]
+__all__ = ["DraftStats", "GenerationStats", "StepStats"]
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """One decoding pass as a row saw it: ``rows`` in the batch, ``width`` positions fed per row
+    (the widest row's; the others padded), this row's ``drafted`` and ``accepted`` tokens, the
+    pass's ``pass_seconds`` (shared by the batch) and the loop's own ``overhead_seconds`` for the
+    whole batch in that step (masks, matchers, drafts)."""
+
+    rows: int
+    width: int
+    drafted: int
+    accepted: int
+    pass_seconds: float
+    overhead_seconds: float
 
 
 @dataclass
@@ -45,7 +60,9 @@ class GenerationStats:
     sources; ``by_source`` splits them by label (``"forced"`` text, ``"lookup"`` copies,
     ``"model"`` guesses; a composed draft counts each token under its own label).
     ``passes_by_source`` counts decoding passes by the source of the draft they verified
-    (``"none"``: a plain step).
+    (``"none"``: a plain step). ``steps`` has one :class:`StepStats` per decoding pass (batch
+    size, width, drafted and accepted tokens, times); :attr:`mean_rows` and
+    :attr:`mean_draft` summarise them.
     """
 
     forward_passes: int = 0
@@ -58,6 +75,17 @@ class GenerationStats:
     speculation: str = "on"
     by_source: dict[str, DraftStats] = field(default_factory=dict)
     passes_by_source: dict[str, int] = field(default_factory=dict)
+    steps: list[StepStats] = field(default_factory=list, repr=False)
+
+    @property
+    def mean_rows(self) -> float:
+        """Mean batch size over the decoding passes (0 before any)."""
+        return sum(s.rows for s in self.steps) / len(self.steps) if self.steps else 0.0
+
+    @property
+    def mean_draft(self) -> float:
+        """Mean draft tokens this row verified per decoding pass (0 before any)."""
+        return sum(s.drafted for s in self.steps) / len(self.steps) if self.steps else 0.0
 
     @property
     def acceptance_rate(self) -> float:
@@ -93,5 +121,6 @@ class GenerationStats:
         self.speculation = other.speculation
         for source, counts in other.by_source.items():
             self.by_source.setdefault(source, DraftStats()).add(counts)
+        self.steps.extend(other.steps)
         for source, passes in other.passes_by_source.items():
             self.passes_by_source[source] = self.passes_by_source.get(source, 0) + passes

@@ -27,7 +27,7 @@ from structgen.decoding.costs import PassCosts
 from structgen.decoding.draft_model import DraftModel
 from structgen.decoding.drafts import DraftEnds, DraftSource, ForcedText
 from structgen.decoding.lookup import PromptLookup
-from structgen.decoding.loop import Finish, check_context, decode
+from structgen.decoding.loop import Finish, RowOutcome, RowRequest, check_context, decode, decode_rows
 from structgen.decoding.stats import GenerationStats
 from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
@@ -114,6 +114,16 @@ class ModelContext:
         try:
             return decode(self.backend(), self.vocabulary, matcher, prompt_ids, config, sources=sources,
                           costs=self.pass_costs, banned_first=banned_first, stop=stop, learned=self.acceptance)
+        finally:
+            self.pass_costs.save()
+
+    def decode_batch(self, requests: Sequence[RowRequest], config: DecodeConfig) -> list[RowOutcome]:
+        """:func:`structgen.decoding.loop.decode_rows` on this model with its draft sources:
+        the rows decoded together, each with its own outcome."""
+        sources = self.draft_sources(config) if config.speculate else []
+        try:
+            return decode_rows(self.backend(), self.vocabulary, requests, config, sources=sources,
+                               costs=self.pass_costs, learned=self.acceptance)
         finally:
             self.pass_costs.save()
 

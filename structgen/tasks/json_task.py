@@ -22,9 +22,10 @@ from structgen.decoding.config import DecodeConfig
 from structgen.engine.compiler import parse_schema, pydantic_model
 from structgen.errors import DecodingError
 from structgen.tasks.context import ModelContext
+from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import JsonResult
 
-__all__ = ["Whitespace", "as_schema", "generate_json_with", "prompt_ids", "validation_error"]
+__all__ = ["Whitespace", "as_schema", "generate_json_with", "json_job", "prompt_ids", "validation_error"]
 
 Whitespace = Literal["compact", "flexible"]
 
@@ -62,11 +63,20 @@ def generate_json_with(context: ModelContext, schema: Any, prompt: str, config: 
                        whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
                        raw: bool = False, lenient: bool = False) -> JsonResult:
     """:meth:`structgen.Generator.json` on ``context`` (see there)."""
+    return run_job(context, json_job(context, schema, prompt, config, whitespace=whitespace, strict=strict,
+                                     include_schema=include_schema, raw=raw, lenient=lenient))
+
+
+def json_job(context: ModelContext, schema: Any, prompt: str, config: DecodeConfig, *,
+             whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
+             raw: bool = False, lenient: bool = False) -> Job[JsonResult]:
+    """:func:`generate_json_with` as a job (:mod:`structgen.tasks.jobs`), to run in a batch."""
     plain, model_class = as_schema(schema)
+    ids = prompt_ids(context, plain, prompt, include_schema=include_schema, raw=raw)
+    context.check_fits(ids, config)  # before compiling: a prompt that cannot fit wastes the compile
     compiled = context.compiler.json_schema(plain, whitespace=whitespace, strict=strict,
                                             canonical=True, lenient=lenient)
-    ids = prompt_ids(context, plain, prompt, include_schema=include_schema, raw=raw)
-    tokens, finish, stats = context.decode(compiled.matcher(), ids, config)
+    tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     text = context.text_of(tokens)
     try:
         value = json.loads(text)

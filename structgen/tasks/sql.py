@@ -30,10 +30,11 @@ from structgen.decoding.stats import GenerationStats
 from structgen.errors import IncompleteGenerationError, OptionError, SqlGenerationError
 from structgen.frontends.sql import CompiledSql, ReadOnly, compile_schema, fold_name, lex_sql, read_schema
 from structgen.tasks.context import ModelContext
+from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import Result
 
 __all__ = ["SqlAttempt", "SqlResult", "SqlGenerationError", "backtrack", "generate_sql_with", "locate",
-           "resume_point", "sql_prompt"]
+           "resume_point", "sql_job", "sql_prompt"]
 
 
 @dataclass
@@ -89,6 +90,16 @@ def generate_sql_with(context: ModelContext, question: str,
     """:meth:`structgen.Generator.sql` on ``context`` (see there); ``config`` decodes the first
     attempt (a retry from scratch samples at ``retry_temperature`` at least, seeded
     ``config.seed + attempt``)."""
+    return run_job(context, sql_job(context, question, database, config, execute=execute, max_retries=max_retries,
+                                    max_rows=max_rows, time_limit=time_limit, retry_temperature=retry_temperature,
+                                    strict=strict))
+
+
+def sql_job(context: ModelContext, question: str, database: "str | os.PathLike[str] | sqlite3.Connection",
+            config: DecodeConfig, *, execute: bool = False, max_retries: int = 4, max_rows: int = 1000,
+            time_limit: float = 10.0, retry_temperature: float = 0.8, strict: bool = True) -> Job[SqlResult]:
+    """:func:`generate_sql_with` as a job (:mod:`structgen.tasks.jobs`): each attempt is one
+    decoding, batched with the other jobs' decodings of the same round."""
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise OptionError(f"max_retries must be an int >= 0, not {max_retries!r}")
     schema = read_schema(database)
@@ -110,8 +121,8 @@ def generate_sql_with(context: ModelContext, question: str,
         run = replace(config, max_new_tokens=max_new_tokens - len(prefix), temperature=temperature,
                       seed=None if config.seed is None else config.seed + attempt)
         try:
-            new, finish, stats = context.decode(matcher, prompt_ids + prefix, run,
-                                                banned_first=banned.get(tuple(prefix), ()), stop=ends_query)
+            new, finish, stats = yield Decode(matcher, prompt_ids + prefix, run,
+                                              banned_first=banned.get(tuple(prefix), ()), stop=ends_query)
         except IncompleteGenerationError as err:
             total.add(err.stats)
             attempts.append(SqlAttempt(vocab.token_bytes(prefix).decode("utf-8", "replace") + err.partial_text,

@@ -18,15 +18,22 @@ from typing import Any
 
 from structgen.decoding.config import DecodeConfig
 from structgen.tasks.context import ModelContext
+from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import TextResult
 
-__all__ = ["generate_text_with"]
+__all__ = ["generate_text_with", "text_job"]
 
 
 def generate_text_with(context: ModelContext, compiled: Any, prompt: str, config: DecodeConfig, *,
                        raw: bool = False) -> TextResult:
     """:meth:`structgen.Generator.text` on ``context``: ``prompt`` is the user's turn of the chat
     template (``raw=True``: encoded as it is)."""
+    return run_job(context, text_job(context, compiled, prompt, config, raw=raw))
+
+
+def text_job(context: ModelContext, compiled: Any, prompt: str, config: DecodeConfig, *,
+             raw: bool = False) -> Job[TextResult]:
+    """:func:`generate_text_with` as a job (:mod:`structgen.tasks.jobs`), to run in a batch."""
     ids = context.encode(prompt) if raw else context.chat_ids(prompt)
-    tokens, finish, stats = context.decode(compiled.matcher(), ids, config)
+    tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     return TextResult(text=context.text_of(tokens), token_ids=tokens, finish_reason=finish, stats=stats)

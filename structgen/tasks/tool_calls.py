@@ -30,9 +30,11 @@ from structgen.errors import DecodingError, IncompleteGenerationError, MessagesE
 from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls,
                                             read_tool_choice, read_tools, tool_call_grammar)
 from structgen.tasks.context import ModelContext
+from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import Result
 
-__all__ = ["ToolCallResult", "MessagesError", "generate_tool_calls_with", "tool_prompt", "template_format"]
+__all__ = ["ToolCallResult", "MessagesError", "generate_tool_calls_with", "template_format", "tool_calls_job",
+           "tool_prompt"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -200,6 +202,16 @@ def generate_tool_calls_with(context: ModelContext, tools: Any, messages: Any, c
                              format: "str | ToolFormat | None" = None, strict: bool = True,
                              stop_repeated_calls: bool = True) -> ToolCallResult:
     """:meth:`structgen.Generator.tool_calls` on ``context`` (see there)."""
+    return run_job(context, tool_calls_job(context, tools, messages, config, tool_choice=tool_choice,
+                                           parallel_tool_calls=parallel_tool_calls, format=format, strict=strict,
+                                           stop_repeated_calls=stop_repeated_calls))
+
+
+def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: DecodeConfig, *,
+                   tool_choice: Any = "auto", parallel_tool_calls: bool = True,
+                   format: "str | ToolFormat | None" = None, strict: bool = True,
+                   stop_repeated_calls: bool = True) -> Job[ToolCallResult]:
+    """:func:`generate_tool_calls_with` as a job (:mod:`structgen.tasks.jobs`), to run in a batch."""
     specs = read_tools(tools)
     mode, names = read_tool_choice(tool_choice, specs)
     if isinstance(format, str) and format not in FORMATS:
@@ -215,7 +227,7 @@ def generate_tool_calls_with(context: ModelContext, tools: Any, messages: Any, c
                                 strict=strict)
     compiled = context.compiler.grammar(grammar, source=tools)
     try:
-        tokens, finish, stats = context.decode(compiled.matcher(), ids, config)
+        tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     except IncompleteGenerationError as err:
         if not stop_repeated_calls:
             raise

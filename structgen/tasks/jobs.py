@@ -1,0 +1,118 @@
+"""Many generations as one batch: each task is a *job* that asks for decodings and turns their
+outcomes into a result; :func:`run_jobs` decodes what every job asks for together.
+
+A job is a Python generator: it compiles and prompts, then ``yield``\\ s a :class:`Decode`
+(matcher, prompt ids, its options) and receives ``(token ids, finish, stats)`` back, or has the
+row's error (:class:`~structgen.IncompleteGenerationError`, a dead end) raised at that
+``yield``; it may ask again (a SQL retry) and finally returns its result. :func:`run_jobs`
+starts every job, decodes all pending requests in one batch
+(:func:`structgen.decoding.loop.decode_rows`), hands each outcome back, and repeats until every
+job has returned. An exception a job raises becomes that job's entry in the result list: one
+row's failure never aborts the others. A single call is a batch of one (:func:`run_job`,
+which raises).
+
+Example
+-------
+>>> from structgen.tasks.jobs import Decode, run_jobs                     # doctest: +SKIP
+>>> def yes_or_no(ctx, question):                                        # doctest: +SKIP
+...     tokens, finish, stats = yield Decode(ctx.compiler.regex("yes|no").matcher(),
+...                                          ctx.chat_ids(question), DecodeConfig())
+...     return ctx.text_of(tokens)
+>>> run_jobs(ctx, [yes_or_no(ctx, "Is water wet?"), yes_or_no(ctx, "Is fire cold?")])  # doctest: +SKIP
+['yes', 'no']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Collection, Generator, Sequence, TypeVar
+
+from structgen.decoding.config import DecodeConfig
+from structgen.decoding.loop import Finish, RowRequest
+from structgen.decoding.stats import GenerationStats
+from structgen.engine.matcher import Matcher
+
+if TYPE_CHECKING:
+    from structgen.tasks.context import ModelContext
+
+__all__ = ["Decode", "Job", "run_job", "run_jobs"]
+
+R = TypeVar("R")
+
+
+@dataclass
+class Decode:
+    """One decoding a job asks for (see :class:`structgen.decoding.loop.RowRequest`)."""
+
+    matcher: Matcher
+    prompt_ids: Sequence[int]
+    config: DecodeConfig
+    banned_first: Collection[int] = ()
+    stop: Callable[[list[int]], bool] | None = None
+
+
+#: A task's generator: yields decodings, receives (token ids, finish, stats), returns a result.
+Job = Generator[Decode, "tuple[list[int], Finish, GenerationStats]", R]
+
+
+def run_job(context: "ModelContext", job: "Job[R]") -> R:
+    """Run one job; its exception is raised."""
+    (result,) = run_jobs(context, [job])
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def run_jobs(context: "ModelContext", jobs: Sequence["Job[Any]"]) -> list[Any]:
+    """Run ``jobs`` together: the result of each, in order, or the exception it raised.
+
+    Each round decodes every pending request in one batch per drafting setup (requests whose
+    ``speculate``, ``max_draft`` and ``acceptance_prior`` agree share a batch; their budgets
+    and sampling options stay their own).
+    """
+    results: list[Any] = [None] * len(jobs)
+    waiting: dict[int, Decode] = {}
+
+    def step(i: int, outcome: Any = None, error: BaseException | None = None) -> None:
+        try:
+            if error is not None:
+                request = jobs[i].throw(error)
+            elif outcome is None:
+                request = next(jobs[i])
+            else:
+                request = jobs[i].send(outcome)
+        except StopIteration as stop:
+            results[i] = stop.value
+        except Exception as err:  # noqa: BLE001 -- the row's failure is its result, the others go on
+            results[i] = err
+        else:
+            waiting[i] = request
+
+    for i in range(len(jobs)):
+        step(i)
+    while waiting:
+        rounds: dict[tuple[Any, ...], list[tuple[int, Decode]]] = {}
+        for i, request in waiting.items():
+            config = request.config
+            rounds.setdefault((config.speculate, config.max_draft, config.acceptance_prior), []).append((i, request))
+        waiting = {}
+        for batch in rounds.values():
+            fits = []
+            for i, request in batch:
+                try:
+                    context.check_fits(request.prompt_ids, request.config)
+                except Exception as err:  # noqa: BLE001 -- handed to the job, which may handle it
+                    step(i, error=err)
+                else:
+                    fits.append((i, request))
+            if not fits:
+                continue
+            outcomes = context.decode_batch(
+                [RowRequest(r.matcher, r.prompt_ids, r.banned_first, r.stop, r.config) for _, r in fits],
+                fits[0][1].config)
+            for (i, _), outcome in zip(fits, outcomes):
+                if outcome.error is not None:
+                    step(i, error=outcome.error)
+                else:
+                    step(i, (outcome.tokens, outcome.finish, outcome.stats))
+    return results
