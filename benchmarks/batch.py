@@ -65,13 +65,14 @@ Measures, per configuration and batch size:
   the per-step records of the row that took part in most passes of each call.
 
 ``--measure-costs`` times structgen's pass-cost surface first
-(``structgen.decoding.costs.PassCosts.measure_surface(gen.model)``, where it exists: the relative
-cost of a pass by rows and positions per row, which sizes the drafts), reports it, and lets the
-generator decode with it (as ``Generator.measure_pass_costs`` does); without it structgen starts
-from its copy on disk or its built-in estimate and learns as it decodes. ``--plot`` (default ``benchmarks/results/batch.png``; needs matplotlib, in the ``bench`` extra)
-draws tokens/s against batch size and structgen-drafts' draft length against the rows in a pass
-(a line per batch size, and all pooled).
-The markdown report goes to stdout and ``--out`` (default ``benchmarks/results/batch.md``).
+(``structgen.decoding.costs.PassCosts.measure_surface(model)``, where it exists: the relative cost
+of a pass by rows and positions per row, which sizes the drafts), reports it, and makes the
+generator with it (``Generator(model, tokenizer, pass_costs=surface)``); without it structgen
+starts from its copy on disk or its built-in estimate and learns as it decodes. ``--plot``
+(default ``benchmarks/results/batch.png``; needs matplotlib, in the ``bench`` extra) draws tokens/s
+against batch size and structgen-drafts' draft length against the rows in a pass (a line per
+batch size, and all pooled). The markdown report goes to stdout and ``--out`` (default
+``benchmarks/results/batch.md``).
 
 Caveats: on 2 CPU cores a 135M model is compute-bound already at small batch sizes, so wider
 batches buy less than on a GPU; use no more ``--threads`` than idle cores (see e2e.py: a busy
@@ -192,7 +193,13 @@ class Bench:
         self.structgen = structgen
         torch.set_num_threads(args.threads)  # before the generator: its pass costs are per thread count
         torch.set_flush_denormal(True)
-        self.gen = structgen.Generator()
+        from structgen.decoding.models import load_default_model
+
+        model, tokenizer = load_default_model()  # what structgen.Generator() loads
+        model.eval()
+        #: --measure-costs: the measured surface the generator decodes with, and its description
+        costs, self.surface = measure_surface(model, args) if args.measure_costs else (None, None)
+        self.gen = structgen.Generator(model, tokenizer, **({"pass_costs": costs} if costs is not None else {}))
         if not args.save_costs and hasattr(self.gen.pass_costs, "save"):
             self.gen.pass_costs.save = lambda: None  # learn, but leave the copy on disk as it was
         self.model, self.tokenizer = self.gen.model, self.gen.tokenizer
@@ -829,6 +836,9 @@ def report(args: argparse.Namespace, bench: Bench, configs: list[str], calls: li
         "each row's bitmask in turn (a Python loop of `GrammarMatcher.fill_next_token_bitmask`); xgrammar's "
         "multi-threaded `BatchGrammarMatcher` is not used by it. A finished row keeps its last mask and "
         "`generate` pads it with end-of-sequence until every row is done.",
+        "- structgen ends a row when its grammar forces end-of-sequence, without a pass for it; `generate` "
+        "spends a step on it. An xgrammar-hf row whose value completes exactly at `max_new_tokens` has no "
+        "end-of-sequence: it counts as valid (not as hitting the cap) when its text validates.",
         "- Left padding changes a padded row's numerics slightly: greedy outputs can differ with the batch "
         "size and between engines (see *same as step*).",
         "",
@@ -934,33 +944,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def measure_surface(bench: Bench) -> list[str]:
-    """Time structgen's pass-cost surface (``PassCosts.measure_surface``), let the generator
-    decode with it, and describe it."""
+def measure_surface(model: Any, args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """Time structgen's pass-cost surface (``PassCosts.measure_surface``) and describe it; the
+    surface is handed to the generator (``Generator(..., pass_costs=)``), which decodes with it."""
     from structgen.decoding.costs import PassCosts
 
     if not hasattr(PassCosts, "measure_surface"):
-        return ["`PassCosts.measure_surface` does not exist in this structgen: not measured."]
+        return None, ["`PassCosts.measure_surface` does not exist in this structgen: not measured."]
     t0 = time.perf_counter()
     try:
         try:  # --no-save-costs: leave the copy on disk as it was
-            surface = PassCosts.measure_surface(bench.gen.model, **({} if bench.args.save_costs else {"save": False}))
+            surface = PassCosts.measure_surface(model, **({} if args.save_costs else {"save": False}))
         except TypeError:  # no save option
-            surface = PassCosts.measure_surface(bench.gen.model)
+            surface = PassCosts.measure_surface(model)
     except Exception:  # noqa: BLE001 -- reported; the run goes on
-        return ["`PassCosts.measure_surface(gen.model)` failed:", "", "```",
-                traceback.format_exc(limit=4).strip(), "```"]
+        return None, ["`PassCosts.measure_surface(model)` failed:", "", "```",
+                      traceback.format_exc(limit=4).strip(), "```"]
     seconds = time.perf_counter() - t0
-    used = "kept as it was"
-    context = getattr(bench.gen, "context", None)
-    if isinstance(surface, PassCosts) and context is not None and hasattr(context, "pass_costs"):
-        if not bench.args.save_costs:
-            surface.save = lambda: None
-        context.pass_costs = surface  # what Generator.measure_pass_costs does
-        used = "used by structgen's decoding from then on (as `Generator.measure_pass_costs` does)"
-    return [f"Measured in {seconds:.1f} s before the run, {used}; "
-            f"{'saved to disk' if bench.args.save_costs else 'not saved (--no-save-costs)'}. Cost of a pass "
-            "relative to a 1-position pass over as many rows:", "", *format_surface(surface)]
+    used = isinstance(surface, PassCosts)
+    return (surface if used else None), [
+        f"Measured in {seconds:.1f} s before the run"
+        + ("; the generator decodes with it (`Generator(model, tokenizer, pass_costs=surface)`), learning on"
+           if used else "; not a `PassCosts`, so not used")
+        + f"; {'saved to disk' if args.save_costs else 'not saved (--no-save-costs)'}. Cost of a pass relative "
+        "to a 1-position pass over as many rows:", "", *format_surface(surface)]
 
 
 def timed_section(label: str, step: Callable[[], Any]) -> Any:
@@ -981,8 +988,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"--n {args.n}: {args.pairs} holds {len(pairs)} pairs")
     pairs = pairs[:args.n]
 
-    bench = timed_section("load", lambda: Bench(args))
-    surface = timed_section("measure_surface", lambda: measure_surface(bench)) if args.measure_costs else None
+    bench = timed_section("load" + (" and measure_surface" if args.measure_costs else ""), lambda: Bench(args))
     configs = make_configs(bench, args.configs)
     configs = timed_section("warm-up", lambda: warm_up(bench, configs, min(WARMUP_ROWS, max(args.batch_sizes))))
     timed_section("compile", lambda: [c.prepare(pairs) for c in configs])
@@ -995,7 +1001,7 @@ def main(argv: list[str] | None = None) -> None:
 
     ran = [c for c in args.configs if any(call.config == c for call in calls)]
     text = report(args, bench, ran, calls, pairs, (load_before, list(os.getloadavg())),
-                  time.perf_counter() - t_start, surface)
+                  time.perf_counter() - t_start, bench.surface)
     publish(text, args.out)
     plot(calls, ran, args.batch_sizes, args.plot)
 
