@@ -665,7 +665,8 @@ def constraint_table(calls: list[Call], batch_size: int) -> str:
         if s is None:
             continue
         share_, pass_ms, over_ms, n = s.constraint_share()
-        rows.append([name, str(n), fmt(pass_ms), fmt(over_ms), fmt(100 * share_) + " %" if not math.isnan(share_) else "–"])
+        percent = "–" if math.isnan(share_) else fmt(100 * share_) + " %"
+        rows.append([name, str(n), fmt(pass_ms), fmt(over_ms), percent])
     if not rows:
         return "no structgen configuration ran at this batch size"
     return markdown_table(["configuration", "batch passes", "forward pass ms (mean)", "loop overhead ms (mean)",
@@ -764,6 +765,7 @@ def report(args: argparse.Namespace, bench: Bench, configs: list[str], calls: li
     sg_ms = [v * 1e3 for k, v in bench.compile_seconds.items() if k.startswith("structgen:")]
     xg_ms = [v * 1e3 for k, v in bench.compile_seconds.items() if k.startswith("xgrammar:")]
     steps = has_steps(calls)
+    where = args.pairs.relative_to(ROOT) if args.pairs.is_relative_to(ROOT) else args.pairs
     parts = [
         "# Batched structured generation: structgen's list API against generate and xgrammar",
         "",
@@ -775,7 +777,7 @@ def report(args: argparse.Namespace, bench: Bench, configs: list[str], calls: li
         f"- versions: {versions()}; structgen checkout {git_commit()}",
         f"- model: {getattr(bench.model.config, '_name_or_path', '') or 'SmolLM2-135M-Instruct'} "
         f"({type(bench.model).__name__}, {bench.model.dtype}); greedy",
-        f"- pairs: the first {len(pairs)} of `{args.pairs.relative_to(ROOT) if args.pairs.is_relative_to(ROOT) else args.pairs}`; "
+        f"- pairs: the first {len(pairs)} of `{where}`; "
         f"prompt tokens p50 {fmt(pct(lens, 50))}, max {max(lens)}; include_schema {args.include_schema}, "
         f"whitespace {args.whitespace}, strict {args.strict}; max_new_tokens {args.max_new_tokens}",
         f"- batch sizes {', '.join(map(str, args.batch_sizes))}, each running all pairs in chunks of that size; "
