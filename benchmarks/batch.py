@@ -78,7 +78,9 @@ Caveats: on 2 CPU cores a 135M model is compute-bound already at small batch siz
 batches buy less than on a GPU; use no more ``--threads`` than idle cores (see e2e.py: a busy
 core made a pass ~10x slower), the report records the load average before and after. Left
 padding changes the numerics of a padded row slightly, so greedy outputs can differ between batch
-sizes and engines; the report counts rows identical to structgen-step. The pass-cost curve that
+sizes and engines; the report counts rows identical to structgen-step. structgen prefills each
+row's prompt alone and merges the caches, ``generate`` prefills the padded chunk in one call; both
+are inside the timed call. The pass-cost curve that
 structgen learns as it decodes is saved to disk as it changes (``--no-save-costs`` keeps the copy
 on disk as it was).
 """
@@ -838,6 +840,9 @@ def report(args: argparse.Namespace, bench: Bench, configs: list[str], calls: li
         "each row's bitmask in turn (a Python loop of `GrammarMatcher.fill_next_token_bitmask`); xgrammar's "
         "multi-threaded `BatchGrammarMatcher` is not used by it. A finished row keeps its last mask and "
         "`generate` pads it with end-of-sequence until every row is done.",
+        "- Prefill: structgen's backend prefills each row's prompt in a call of its own and merges the caches "
+        "(no padding); `generate` prefills the chunk in one left-padded call. *passes (hook)* counts a "
+        "structgen call's prefill as one forward call per row.",
         "- structgen ends a row when its grammar forces end-of-sequence, without a pass for it; `generate` "
         "spends a step on it. An xgrammar-hf row whose value completes exactly at `max_new_tokens` has no "
         "end-of-sequence: it counts as valid (not as hitting the cap) when its text validates.",
