@@ -74,15 +74,14 @@ against batch size and structgen-drafts' draft length against the rows in a pass
 batch size, and all pooled). The markdown report goes to stdout and ``--out`` (default
 ``benchmarks/results/batch.md``).
 
-Caveats: on 2 CPU cores a 135M model is compute-bound already at small batch sizes, so wider
-batches buy less than on a GPU; use no more ``--threads`` than idle cores (see e2e.py: a busy
-core made a pass ~10x slower), the report records the load average before and after. Left
-padding changes the numerics of a padded row slightly, so greedy outputs can differ between batch
-sizes and engines; the report counts rows identical to structgen-step. structgen prefills each
-row's prompt alone and merges the caches, ``generate`` prefills the padded chunk in one call; both
-are inside the timed call. The pass-cost curve that
-structgen learns as it decodes is saved to disk as it changes (``--no-save-costs`` keeps the copy
-on disk as it was).
+Caveats: on a few CPU cores a pass's cost grows with its rows sooner than on a GPU, so wider
+batches may buy less; use no more ``--threads`` than idle cores (see e2e.py: a busy core made a
+pass ~10x slower); the report records the load average before and after. Left padding changes
+the numerics of a padded row slightly, so greedy outputs can differ between batch sizes and
+engines; the report counts rows identical to structgen-step. structgen prefills each row's prompt
+alone and merges the caches, ``generate`` prefills the padded chunk in one call; both are inside
+the timed call. The pass-cost surface structgen learns as it decodes is saved to disk as it
+changes (``--no-save-costs`` keeps the copy on disk as it was).
 """
 
 from __future__ import annotations
