@@ -40,6 +40,10 @@ __all__ = ["PassCosts"]
 SIZES = (1, 2, 4, 8, 16, 32)
 #: Row counts the surface keeps a curve for (between two, the curve is interpolated).
 ROWS = (1, 2, 4, 8, 16, 32, 64)
+#: How much more a wide pass must promise than a plain step, approached as the batch grows:
+#: each padded position leaves a hole in every row's cache that later passes attend over until
+#: it is compacted, a cost the surface (timed on full rows) does not see.
+BATCH_MARGIN = 0.15
 #: Passes of a width seen before its measured cost replaces the default.
 MIN_SAMPLES = 8
 #: Passes of a width remembered (the median of these is its cost).
@@ -136,11 +140,13 @@ class PassCosts:
         ``expected[r][k]`` is the tokens row ``r`` expects from a pass that verifies the first
         ``k`` tokens of its draft (``expected[r][0]`` is 1: the token chosen). Each row's draft
         is cut to the width, the others padded to it, so the width that yields the most
-        expected tokens per unit of pass cost wins.
+        expected tokens per unit of pass cost wins; in a batch, a wide pass must beat a plain
+        step by a margin that grows with the rows to :data:`BATCH_MARGIN`.
         """
         longest = max((len(e) for e in expected), default=1)
-        best, best_rate = 1, 0.0
-        for width in range(1, longest + 1):
+        plain = len(expected) / self.cost(1, rows)
+        best, best_rate = 1, plain * (1 + BATCH_MARGIN * (1 - 1 / max(rows, 1)))
+        for width in range(2, longest + 1):
             tokens = sum(e[min(width, len(e)) - 1] for e in expected)
             rate = tokens / self.cost(width, rows)
             if rate > best_rate * (1 + 1e-9):
@@ -180,11 +186,13 @@ class PassCosts:
 
     @classmethod
     def measure_surface(cls, model: Any, *, rows: Sequence[int] = (1, 2, 4, 8, 16, 32),
-                        sizes: Sequence[int] = (1, 2, 4, 8, 16), context: int = 256, repeats: int = 3,
+                        sizes: Sequence[int] = (1, 2, 4, 8, 16), context: int = 256, repeats: int = 5,
                         save: bool = True) -> "PassCosts":
-        """Time passes over ``rows`` × ``sizes`` (best of ``repeats``, after ``context`` cached
-        positions per row) on a transformers causal LM; the result learns on and, with
-        ``save``, is kept on disk for :meth:`for_model` (per model, device and thread count)."""
+        """Time passes over ``rows`` × ``sizes`` on a transformers causal LM, after ``context``
+        cached positions per row: for each batch size, one untimed pass, then ``repeats``
+        rounds over the widths in turn (so a slow moment hits them alike), the median kept. The
+        result learns on and, with ``save``, is kept on disk for :meth:`for_model` (per model,
+        device and thread count)."""
         import torch
 
         key = model_key(model)
@@ -195,15 +203,16 @@ class PassCosts:
                 if backend.max_rows is not None and count > backend.max_rows:
                     break
                 backend.prefill([[1] * context] * count)
-                seconds = {}
-                for n in sizes:
-                    best = float("inf")
-                    for _ in range(repeats):
+                backend.extend([[1]] * count)
+                backend.rollback([1] * count)
+                times: dict[int, list[float]] = {n: [] for n in sizes}
+                for _ in range(repeats):
+                    for n in sizes:
                         t0 = time.perf_counter()
                         backend.extend([[1] * n] * count)
-                        best = min(best, time.perf_counter() - t0)
+                        times[n].append(time.perf_counter() - t0)
                         backend.rollback([n] * count)
-                    seconds[n] = best
+                seconds = {n: statistics.median(t) for n, t in times.items()}
                 base = seconds[min(sizes)]
                 surface[count] = {n: round(max(1.0, s / base), 3) for n, s in seconds.items()}
         costs = cls(surface.pop(1, cls().relative), learn=True, key=key, by_rows=surface)
