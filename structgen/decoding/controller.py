@@ -59,17 +59,21 @@ class DraftController:
         self.costs = costs
         self.acceptance = acceptance
 
-    def propose(self, matcher: Matcher, tokens: Sequence[int], limit: int, costs: PassCosts | None = None) -> Draft:
+    def propose(self, matcher: Matcher, tokens: Sequence[int], limit: int, costs: PassCosts | None = None, *,
+                cheap_only: bool = False) -> Draft:
         """The best draft to verify after ``tokens`` (empty when a plain step pays more), judged
         by ``costs`` (default: the controller's curve; a batch passes its curve at the batch's
         size, :meth:`PassCosts.at`). It is not cut: the pass's width cuts it, chosen for the
         whole batch from every row's :meth:`expected` tokens
-        (:meth:`PassCosts.best_width`)."""
+        (:meth:`PassCosts.best_width`). ``cheap_only`` leaves out the sources with a cost per
+        token (a draft model: in a batch it would run one pass per row per token)."""
         costs = costs or self.costs
         best, best_rate = Draft((), ""), 1.0
         for source in self.sources:
             per_token = getattr(source, "cost_per_token", 0.0)
             ask = limit
+            if per_token > 0 and cheap_only:
+                continue
             if per_token > 0:
                 # Expected payoff before paying for it: only run it where it could win.
                 ask, rate = costs.best_cut([self.acceptance[source.name]] * limit, per_token)

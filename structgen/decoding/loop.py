@@ -227,8 +227,11 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
             view = costs.at(len(live))
             for row in live:
                 budget = min(config.max_draft, row.config.max_new_tokens - len(row.tokens))
-                row.draft = row.controller.propose(row.request.matcher, row.tokens, budget, view) \
-                    if budget > 0 and speculate else Draft((), "")
+                row.draft = Draft((), "")
+                if budget > 0 and speculate:
+                    # a draft model runs one pass per row: in a batch of several rows it never pays
+                    row.draft = row.controller.propose(row.request.matcher, row.tokens, budget, view,
+                                                       cheap_only=len(live) > 1)
             width = costs.best_width([row.controller.expected(row.draft) for row in live], len(live))
             words = masker.words(sum(1 + min(len(row.draft), width - 1) for row in live))
             at = 0
