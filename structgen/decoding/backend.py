@@ -20,6 +20,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 from structgen.errors import OptionError
@@ -133,6 +134,7 @@ class TransformersBackend:
         self._sliding = _has_sliding_layers(getattr(model, "config", None))
         self._cache: Any = None
         self._batch: dict[int, int] = {}  # row -> its index in the cache's batch dimension
+        self._gone: set[int] = set()  # batch indices of released rows not yet dropped
         self._live: list[int] = []  # per batch index: positions the row attends to (its next position id)
         self._mask: Any = None  # (batch, slots) bool: which slots each batch index attends to; None: one row
 
@@ -182,6 +184,7 @@ class TransformersBackend:
             caches.append(cache)
             firsts.append(out.logits[0, -1])
         self._batch = {r: r for r in range(len(rows))}
+        self._gone = set()
         self._live = [len(ids) for ids in rows]
         self._cache = caches[0]
         self._mask = None
@@ -243,19 +246,22 @@ class TransformersBackend:
         self._tidy()
 
     def release(self, rows: Sequence[int]) -> None:
-        """Rows that ended leave the batch: their slots are dropped and they are fed nothing more."""
+        """Rows that ended leave the batch: they are fed nothing more, and their slots are
+        dropped once they make up an eighth of the batch (each drop copies the whole cache, so
+        rows that end close together leave in one copy; until then they ride along padded)."""
         import torch
 
-        gone = {self._batch.pop(r) for r in rows if r in self._batch}
-        if not gone or self._mask is None:
+        self._gone.update(self._batch.pop(r) for r in rows if r in self._batch)
+        if self._mask is None or not self._gone or len(self._gone) * 8 < len(self._live) and self._batch:
             return
-        keep = [b for b in range(len(self._live)) if b not in gone]
+        keep = [b for b in range(len(self._live)) if b not in self._gone]
+        self._gone = set()
         if not keep:
             self._cache, self._mask, self._live = None, None, []
             return
         index = torch.tensor(keep, device=self._device)
         for layer in self._cache.layers:
-            layer.keys, layer.values = layer.keys[index], layer.values[index]
+            _select_rows(layer, index)
         self._mask = self._mask[torch.tensor(keep)]
         self._live = [self._live[b] for b in keep]
         renumber = {b: i for i, b in enumerate(keep)}
@@ -264,6 +270,7 @@ class TransformersBackend:
 
     def _new_cache(self) -> Any:
         from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
 
         cache = DynamicCache(config=self.model.config)
         for layer in getattr(cache, "layers", ()):
@@ -271,6 +278,8 @@ class TransformersBackend:
             # crop, so refused draft positions can be rolled back exactly.
             if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording"):
                 layer.activate_past_recording()
+            elif type(layer) is DynamicLayer:
+                layer.__class__ = _growing_layer()  # same state, written in place
         return cache
 
     def _merge(self, caches: list[Any]) -> None:
@@ -283,16 +292,19 @@ class TransformersBackend:
         for b, n in enumerate(lengths):
             self._mask[b, slots - n:] = True
         for i, layer in enumerate(self._cache.layers):
+            merged = []
             for name in ("keys", "values"):
                 first = getattr(layer, name)
-                merged = first.new_zeros((len(caches), first.shape[1], slots, first.shape[3]))
+                both = first.new_zeros((len(caches), first.shape[1], slots + _SPARE, first.shape[3]))
                 for b, (cache, n) in enumerate(zip(caches, lengths)):
-                    merged[b, :, slots - n:] = getattr(cache.layers[i], name)[0]
-                setattr(layer, name, merged)
+                    both[b, :, slots - n:slots] = getattr(cache.layers[i], name)[0]
+                merged.append(both)
+            _replace(layer, *merged, length=slots)
 
     def _tidy(self) -> None:
         """Drop the slots no row attends to at the end, and move live slots together once holes
-        make up half the cache."""
+        make up a third of the cache (a move copies the cache, about half a pass with 32 rows on
+        a CPU; holes cost every later pass attention over them)."""
         import torch
 
         used = self._mask.any(dim=0).nonzero()
@@ -301,23 +313,106 @@ class TransformersBackend:
             self._cache.crop(end - self.slots)
             self._mask = self._mask[:, :end]
         slots, longest = self.slots, max(self._live, default=0)
-        if slots < 64 or longest * 2 > slots:
+        if slots < 64 or longest * 3 > slots * 2:
             return
-        # each row's live slots, right-aligned in a cache as long as the longest row
-        index = torch.zeros((len(self._live), longest), dtype=torch.long)
+        # each row's live slots, right-aligned in a cache as long as the longest row (plus
+        # spare capacity, gathered from slot 0 and never read)
+        index = torch.zeros((len(self._live), longest + _SPARE), dtype=torch.long)
         mask = torch.zeros((len(self._live), longest), dtype=torch.bool)
         for b, n in enumerate(self._live):
             live = self._mask[b].nonzero().flatten()
-            index[b, longest - n:] = live
+            index[b, longest - n:longest] = live
             mask[b, longest - n:] = True
         index = index.to(self._device)
         for layer in self._cache.layers:
             heads, dim = layer.keys.shape[1], layer.keys.shape[3]
             gather = index[:, None, :, None].expand(-1, heads, -1, dim)
-            layer.keys, layer.values = layer.keys.gather(2, gather), layer.values.gather(2, gather)
+            _replace(layer, layer.keys.gather(2, gather), layer.values.gather(2, gather), length=longest)
         self._mask = mask
 
 
 def _has_sliding_layers(config: Any) -> bool:
     layer_types = getattr(config, "layer_types", None) or []
     return bool(getattr(config, "sliding_window", None)) and (not layer_types or "sliding_attention" in layer_types)
+
+
+def _select_rows(layer: Any, index: Any) -> None:
+    """Keep the batch rows ``index`` of a cache layer (a growing layer keeps its capacity)."""
+    if isinstance(layer, _growing_layer()):
+        layer.select_rows(index)
+    else:
+        layer.keys, layer.values = layer.keys[index], layer.values[index]
+
+
+def _replace(layer: Any, keys: Any, values: Any, length: int | None = None) -> None:
+    """Give a cache layer new key and value tensors, of which the first ``length`` positions
+    are filled (default: all; a growing layer keeps the rest as capacity)."""
+    if isinstance(layer, _growing_layer()):
+        layer.reset_buffer(keys, values, length)
+    else:
+        layer.keys, layer.values = keys[:, :, :length], values[:, :, :length]
+
+
+#: Positions of spare capacity given to a cache rebuilt from others (merged, compacted).
+_SPARE = 64
+
+
+@functools.cache
+def _growing_layer() -> Any:
+    """The growing cache layer class (built on first use: transformers is imported only where
+    a model runs)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        """A ``DynamicLayer`` that writes new positions into spare capacity instead of
+        concatenating: ``DynamicLayer.update`` copies the whole cache every pass (with 32 rows
+        on a CPU, about a third of decoding time); this one doubles its buffer when full, so a
+        pass copies only what it adds. ``keys``/``values`` are views of the filled part."""
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.is_initialized or self.keys is None or self.keys.numel() == 0:
+                self.lazy_initialization(key_states, value_states)
+                self.reset_buffer(key_states, value_states)
+                return self.keys, self.values
+            length, new = self.keys.shape[-2], key_states.shape[-2]
+            if length + new > self._key_buffer.shape[-2]:
+                self._grow(length + new)
+            self._key_buffer[:, :, length:length + new] = key_states
+            self._value_buffer[:, :, length:length + new] = value_states
+            self.keys = self._key_buffer[:, :, :length + new]
+            self.values = self._value_buffer[:, :, :length + new]
+            return self.keys, self.values
+
+        def crop(self, tokens_to_remove: int) -> None:
+            if tokens_to_remove > 0:
+                raise ValueError("crop takes a negative count of positions to remove")
+            if tokens_to_remove == 0 or not self.is_initialized or self.keys is None:
+                return
+            length = max(0, self.keys.shape[-2] + tokens_to_remove)
+            self.keys = self._key_buffer[:, :, :length]
+            self.values = self._value_buffer[:, :, :length]
+
+        def reset_buffer(self, keys: Any, values: Any, length: int | None = None) -> None:
+            self._key_buffer, self._value_buffer = keys.contiguous(), values.contiguous()
+            self.keys = self._key_buffer[:, :, :length]
+            self.values = self._value_buffer[:, :, :length]
+
+        def select_rows(self, index: Any) -> None:
+            length = self.keys.shape[-2]
+            self._key_buffer, self._value_buffer = self._key_buffer[index], self._value_buffer[index]
+            self.keys = self._key_buffer[:, :, :length]
+            self.values = self._value_buffer[:, :, :length]
+
+        def _grow(self, need: int) -> None:
+            capacity = max(need, 2 * self._key_buffer.shape[-2], 64)
+            length = self.keys.shape[-2]
+            for name in ("_key_buffer", "_value_buffer"):
+                old = getattr(self, name)
+                grown = old.new_empty((old.shape[0], old.shape[1], capacity, old.shape[3]))
+                grown[:, :, :length] = old[:, :, :length]
+                setattr(self, name, grown)
+            self.keys = self._key_buffer[:, :, :length]
+            self.values = self._value_buffer[:, :, :length]
+
+    return GrowingLayer
+
