@@ -43,7 +43,7 @@ ROWS = (1, 2, 4, 8, 16, 32, 64)
 #: How much more a wide pass must promise than a plain step, approached as the batch grows:
 #: each padded position leaves a hole in every row's cache that later passes attend over until
 #: it is compacted, a cost the surface (timed on full rows) does not see.
-BATCH_MARGIN = 0.15
+BATCH_MARGIN = 0.25
 #: Passes of a width seen before its measured cost replaces the default.
 MIN_SAMPLES = 8
 #: Passes of a width remembered (the median of these is its cost).

@@ -212,8 +212,9 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
                 banned = torch.tensor(sorted(row.request.banned_first), device=first.device)
                 first[i, banned] = float("-inf")
         masked, alive = masker.apply(first, words)
+        choices = masked.argmax(dim=1).tolist()
         for i, row in enumerate(rows):
-            _take(row, masked[i], bool(alive[i]))
+            _take(row, masked[i], bool(alive[i]), choices[i])
         for step in itertools.count():
             step_started = time.perf_counter()
             live = [row for row in rows if not row.done and _begin_step(row, vocab)]
@@ -244,19 +245,25 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
             pass_started = time.perf_counter()
             outs = backend.extend(feeds)
             pass_seconds = time.perf_counter() - pass_started
-            costs.observe(max(len(feed) for feed in feeds), pass_seconds, rows=len(live))
             masked, alive = masker.apply(torch.cat([outs[row.index] for row in live]), words)
+            # every position's greedy choice in one call (argmax: the first of equal maxima)
+            choices = masked.argmax(dim=1).tolist() if any(row.config.greedy for row in live) else None
+            alive_list = alive.tolist()
             rollbacks = [0] * len(rows)
             at = 0
             kept = {}
             for row in live:
                 positions = len(row.draft) + 1
-                kept[row.index] = _verify(row, masked[at:at + positions], alive[at:at + positions])
+                kept[row.index] = _verify(row, masked[at:at + positions], alive_list[at:at + positions],
+                                          choices[at:at + positions] if choices is not None else None)
                 rollbacks[row.index] = positions - 1 - kept[row.index]
                 at += positions
             backend.rollback(rollbacks)  # with no rollback it still trims sliding-window layers
             overhead = time.perf_counter() - step_started - pass_seconds
             fed = max(len(feed) for feed in feeds)
+            # The surface learns what a step of this width costs whole: the pass, and the masks
+            # and verification that grow with the positions fed.
+            costs.observe(fed, time.perf_counter() - pass_started, rows=len(live))
             for row in live:
                 row.stats.steps.append(StepStats(step=step, rows=len(live), width=fed, drafted=len(row.draft),
                                                  accepted=kept[row.index], pass_seconds=pass_seconds,
@@ -309,9 +316,9 @@ def _end(row: _Row, error: DecodingError | None = None, finish: Finish | None = 
     row.stats.seconds = time.perf_counter() - row.started
 
 
-def _take(row: _Row, masked: "torch.Tensor", alive: bool) -> "int | None":
-    """Choose the row's next token from masked logits (``alive``: some token is allowed);
-    a dead end ends the row with a :class:`DecodingError`."""
+def _take(row: _Row, masked: "torch.Tensor", alive: bool, greedy: int) -> "int | None":
+    """Choose the row's next token from masked logits (``alive``: some token is allowed;
+    ``greedy``: their argmax); a dead end ends the row with a :class:`DecodingError`."""
     from structgen.decoding import sampling
 
     if not alive:
@@ -319,7 +326,7 @@ def _take(row: _Row, masked: "torch.Tensor", alive: bool) -> "int | None":
         _end(row, DecodingError("the grammar allows no token here: " + (matcher.last_rejection or "dead end")))
         return None
     if row.config.greedy:
-        row.next_token = sampling.greedy_token(masked)
+        row.next_token = greedy
     else:
         probs = sampling.target_probs(masked, temperature=row.config.temperature, top_k=row.config.top_k,
                                       top_p=row.config.top_p)
@@ -372,17 +379,18 @@ def _walk(row: _Row, masker: Masker, words: "np.ndarray", at: int) -> int:
     return at + len(row.draft) + 1
 
 
-def _verify(row: _Row, masked: "torch.Tensor", alive: "torch.Tensor") -> int:
+def _verify(row: _Row, masked: "torch.Tensor", alive: list[bool], choices: list[int] | None) -> int:
     """Judge the row's draft against the pass's masked logits (one row per fed position, the
-    matcher already walked along the draft); keep what passes, choose the next token at the
-    first refused position (or after the draft), and return how many draft tokens were kept."""
+    matcher already walked along the draft; ``choices``: their argmax); keep what passes,
+    choose the next token at the first refused position (or after the draft), and return how
+    many draft tokens were kept."""
     from structgen.decoding import sampling
 
     matcher, tokens, draft, config = row.request.matcher, row.tokens, row.draft, row.config
     row.stats.forward_passes += 1
     row.stats.count_pass(draft.source if draft.tokens else "none")
     kept, choice = 0, None
-    greedy = masked[: row.walked + 1].argmax(dim=1).tolist() if config.greedy else None
+    greedy = choices if config.greedy else None
     for i, proposed in enumerate(draft.tokens[: row.walked]):
         if greedy is not None:
             ok, choice = greedy[i] == proposed, greedy[i]
@@ -411,10 +419,10 @@ def _verify(row: _Row, masked: "torch.Tensor", alive: "torch.Tensor") -> int:
     elif kept and row.request.stop is not None and matcher.can_end() and row.request.stop(tokens):
         _end(row, finish="stop")
     elif refused and kept < row.walked and choice is not None:
-        if not bool(alive[kept]):
+        if not alive[kept]:
             _end(row, DecodingError("the grammar allows no token here: " + (matcher.last_rejection or "dead end")))
         else:
             row.next_token = choice  # the model's own token where the draft was refused
     else:
-        _take(row, masked[kept], bool(alive[kept]))
+        _take(row, masked[kept], alive[kept], choices[kept] if choices is not None else -1)
     return kept
