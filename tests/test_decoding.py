@@ -1,8 +1,9 @@
 """Drafted decoding is lossless: on the real model, every draft source on or off gives the
 tokens of ``speculate=False`` (greedy), and the same distribution (sampling).
 
-Configurations: step by step; forced text only; forced text and prompt lookup; all three
-sources with a draft model (the default model quantized to int8). Every draft any source
+Configurations: step by step; forced text and prompt lookup; all three sources with a draft
+model (the default model quantized to int8). Forced text alone is a part of both (and of the
+batched runs of ``test_batch.py``). Every draft any source
 proposes on the way is checked to be legal all the way (``legal_drafts_only``).
 
 Pairs are MaskBench schemas (several sources) with an extraction prompt built from one of their
@@ -61,7 +62,7 @@ PAIRS = (_pairs() if mb.available() else []) + RECURSIVE
 
 
 #: name -> (uses the draft generator, speculate)
-CONFIGS = {"forced": (False, ("forced",)), "lookup": (False, ("forced", "lookup")), "all": (True, True)}
+CONFIGS = {"lookup": (False, ("forced", "lookup")), "all": (True, True)}
 
 
 def _run(gen, schema, prompt, speculate):
@@ -114,8 +115,7 @@ def test_drafted_greedy_equals_step_by_step(outcomes, generator, name, schema, p
         assert structgen.tasks.json_task.validation_error(schema, value) is None
 
 
-@pytest.mark.parametrize("config,sources", [("forced", {"forced"}), ("lookup", {"forced", "lookup"}),
-                                            ("all", {"forced", "lookup", "model"})])
+@pytest.mark.parametrize("config,sources", [("lookup", {"forced", "lookup"}), ("all", {"forced", "lookup", "model"})])
 def test_drafting_pays_and_is_sometimes_refused(outcomes, config, sources):
     spec = [runs[config][1] for runs in outcomes.values()]
     drafted = [s for s in spec if s.drafted_tokens]

@@ -18,10 +18,10 @@ from toolcall_data import cases
 
 NEAR_TIE = 1e-4
 CONFIGS = {"lookup": (False, ("forced", "lookup")), "all": (True, True)}
-BFCL = [c for category, n in (("simple_python", 7), ("multiple", 7), ("live_simple", 6))
+BFCL = [c for category, n in (("simple_python", 5), ("multiple", 5), ("live_simple", 4))
         for c in islice(cases(category), n)]
-#: Two databases (a new database's SQL grammar is slow to warm up, issue 26), five questions each.
-SQL = [p for db in ("restaurants", "geography") for p in [q for q in sql_pairs("defog") if q.database.stem == db][:5]]
+#: Two databases (a new database's SQL grammar is slow to warm up, issue 26), four questions each.
+SQL = [p for db in ("restaurants", "geography") for p in [q for q in sql_pairs("defog") if q.database.stem == db][:4]]
 
 
 def _tools(gen, case, speculate):
@@ -64,7 +64,7 @@ def sql(generator, draft_generator, legal_drafts_only):
 
 
 def test_enough_cases():
-    assert len(BFCL) == 20 and len(SQL) == 10 and len({p.database for p in SQL}) == 2
+    assert len(BFCL) == 14 and len(SQL) == 8 and len({p.database for p in SQL}) == 2
 
 
 def _first_gap(gen, prompt_ids, step, spec):

@@ -25,7 +25,7 @@ from structgen.engine.vocab import vocabulary_for
 
 import maskbench as mb
 
-SAMPLE_SIZE = 300
+SAMPLE_SIZE = 220
 SEED = 0
 #: Valid instances rejected, at most this share of those walked (issue 6's ceiling).
 MAX_VALIDATION_SHARE = 0.005
