@@ -45,6 +45,25 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def run_lines(threads: int, load: tuple[list[float], list[float]], wall_s: float, versions: str) -> list[str]:
+    """The report lines every model benchmark opens with: the command, the date and wall time,
+    the machine (CPU, threads, load average before and after) and the package versions."""
+    import datetime
+    import os
+    import shlex
+
+    def average(values: list[float]) -> str:
+        return " / ".join(f"{x:.2f}" for x in values)
+
+    return [
+        f"- command: `{shlex.join(['python', *sys.argv])}`",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; wall time {wall_s:.0f} s",
+        f"- machine: {cpu_model()}, nproc {os.cpu_count()}; torch threads {threads}, flush denormal on; "
+        f"load average {average(load[0])} before, {average(load[1])} after; Python {platform.python_version()}",
+        f"- versions: {versions}; structgen checkout {git_commit()}",
+    ]
+
+
 def source_of(name: str) -> str:
     """MaskBench subset of a schema name: ``Github_easy---x.json`` -> ``Github_easy``, ``BFCL_simple_3.json`` -> ``BFCL``."""
     prefix = name.split("---")[0]

@@ -87,13 +87,10 @@ changes (``--no-save-costs`` keeps the copy on disk as it was).
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import math
 import os
-import platform
-import shlex
 import sys
 import time
 import traceback
@@ -105,11 +102,10 @@ from typing import Any
 
 from _report import (
     choose,
-    cpu_model,
-    git_commit,
     markdown_table,
     package_versions,
     publish,
+    run_lines,
 )
 from e2e import ROOT, WARMUP_PAIR, extraction_prompt, fmt, load_pairs, pct
 
@@ -770,12 +766,7 @@ def report(args: argparse.Namespace, bench: Bench, configs: list[str], calls: li
     parts = [
         "# Batched structured generation: structgen's list API against generate and xgrammar",
         "",
-        f"- command: `{shlex.join(['python', *sys.argv])}`",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; wall time {wall_s:.0f} s",
-        f"- machine: {cpu_model()}, nproc {os.cpu_count()}; torch threads {args.threads}, flush denormal on; "
-        f"load average {' / '.join(f'{x:.2f}' for x in load[0])} before, "
-        f"{' / '.join(f'{x:.2f}' for x in load[1])} after; Python {platform.python_version()}",
-        f"- versions: {versions()}; structgen checkout {git_commit()}",
+        *run_lines(args.threads, load, wall_s, versions()),
         f"- model: {getattr(bench.model.config, '_name_or_path', '') or 'SmolLM2-135M-Instruct'} "
         f"({type(bench.model).__name__}, {bench.model.dtype}); greedy",
         f"- pairs: the first {len(pairs)} of `{where}`; "

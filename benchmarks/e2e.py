@@ -96,14 +96,11 @@ data from a "key: value" rendering of that instance.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import gzip
 import json
 import os
-import platform
 import random
-import shlex
 import sys
 import time
 import traceback
@@ -112,7 +109,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from _report import choose, cpu_model, git_commit, markdown_table, package_versions, source_of, details, publish
+from _report import choose, details, markdown_table, package_versions, publish, run_lines, source_of
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # benchmark this checkout's structgen, installed or not
@@ -1362,12 +1359,7 @@ def report(args: argparse.Namespace, bench: Bench, sections: list[list[str]],
     parts = [
         "# End-to-end generation: structgen against plain generate and the peers",
         "",
-        f"- command: `{shlex.join(['python', *sys.argv])}`",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; wall time {wall_s:.0f} s",
-        f"- machine: {cpu_model()}, nproc {os.cpu_count()}; torch threads {args.threads}, flush denormal on; "
-        f"load average {' / '.join(f'{x:.2f}' for x in load[0])} before, "
-        f"{' / '.join(f'{x:.2f}' for x in load[1])} after; Python {platform.python_version()}",
-        f"- versions: {versions()}; structgen checkout {git_commit()}",
+        *run_lines(args.threads, load, wall_s, versions()),
         f"- model: {getattr(bench.model.config, '_name_or_path', '?') or 'SmolLM2-135M-Instruct'} "
         f"({type(bench.model).__name__}, {bench.model.dtype}), tokenizer of {len(bench.tokenizer)} tokens; "
         "greedy, batch 1",
