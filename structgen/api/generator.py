@@ -166,11 +166,6 @@ class Generator:
         prompt
             The user's request; see :meth:`prompt_ids` for how it reaches the model. A list
             decodes a batch.
-
-        Returns
-        -------
-        JsonResult or list
-            One result; for a batch, a list in order, a failed row holding its exception.
         max_new_tokens
             Token budget; running out raises :class:`~structgen.IncompleteGenerationError`.
         temperature, top_p, top_k, seed
@@ -185,6 +180,11 @@ class Generator:
             spelled canonically); see :func:`~structgen.compile_json_schema`. Under
             ``lenient=True`` the result lists what was relaxed and whether the value still
             validates.
+
+        Returns
+        -------
+        JsonResult or list
+            One result; for a batch, a list in order, a failed row holding its exception.
 
         Raises
         ------
