@@ -26,7 +26,7 @@ import maskbench as mb
 
 SOURCES = ("Github_easy", "Github_trivial", "Glaiveai2K", "Kubernetes", "BFCL_simple", "JME",
            "WashingtonPost", "MCPspec")
-PAIRS_PER_SOURCE = 4
+PAIRS_PER_SOURCE = 3
 MAX_NEW_TOKENS = 64
 NEAR_TIE = 1e-4
 
@@ -95,7 +95,7 @@ def outcomes(generator, draft_generator, legal_drafts_only):
 
 
 def test_enough_pairs_from_enough_sources():
-    assert len(PAIRS) >= 30
+    assert len(PAIRS) >= 24
     assert len({mb.source_of(name) for name, _, _ in PAIRS if not name.startswith("recursive")}) >= 5
 
 
@@ -132,7 +132,7 @@ def test_sampling_with_drafts_keeps_the_distribution(generator):
     drafted, so the point-mass rule decides; drafted and undrafted value frequencies agree."""
     schema = {"enum": ["Ada Lovelace", "Charles Babbage", "Alan Turing", "Grace Hopper"]}
     prompt = "Name one computing pioneer."
-    n = 60
+    n = 40
     counts = {}
     for speculate in (False, True):
         c = Counter()

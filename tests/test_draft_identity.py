@@ -1,4 +1,4 @@
-"""Drafted decoding is lossless on tool calls and SQL too: 20 BFCL cases and 10 text-to-SQL
+"""Drafted decoding is lossless on tool calls and SQL too: 10 BFCL cases and 6 text-to-SQL
 questions on the default model, greedy, give step-by-step decoding's tokens with forced text
 and prompt lookup, and with a draft model as well (a divergence only at a float near-tie).
 Every draft proposed on the way is checked legal (``legal_drafts_only``)."""
@@ -18,10 +18,10 @@ from toolcall_data import cases
 
 NEAR_TIE = 1e-4
 CONFIGS = {"lookup": (False, ("forced", "lookup")), "all": (True, True)}
-BFCL = [c for category, n in (("simple_python", 5), ("multiple", 5), ("live_simple", 4))
+BFCL = [c for category, n in (("simple_python", 4), ("multiple", 3), ("live_simple", 3))
         for c in islice(cases(category), n)]
-#: Two databases (a new database's SQL grammar is slow to warm up, issue 26), four questions each.
-SQL = [p for db in ("restaurants", "geography") for p in [q for q in sql_pairs("defog") if q.database.stem == db][:4]]
+#: Two databases (a new database's SQL grammar is slow to warm up, issue 26), three questions each.
+SQL = [p for db in ("restaurants", "geography") for p in [q for q in sql_pairs("defog") if q.database.stem == db][:3]]
 
 
 def _tools(gen, case, speculate):
@@ -64,7 +64,7 @@ def sql(generator, draft_generator, legal_drafts_only):
 
 
 def test_enough_cases():
-    assert len(BFCL) == 14 and len(SQL) == 8 and len({p.database for p in SQL}) == 2
+    assert len(BFCL) == 10 and len(SQL) == 6 and len({p.database for p in SQL}) == 2
 
 
 def _first_gap(gen, prompt_ids, step, spec):

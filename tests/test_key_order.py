@@ -253,7 +253,7 @@ def test_masks_exact_on_shuffled_members(smollm2_tokenizer):
 
 # ------------------------------------------------------------------ MaskBench instances, shuffled
 
-SAMPLE_SIZE, SEED = 300, 0  # the sample of tests/test_maskbench_sample.py
+SAMPLE_SIZE, SEED = 200, 0  # the first 200 of the sample of tests/test_maskbench_sample.py
 _NAME = re.compile(r'^\{"name": ?"((?:[^"\\]|\\.)*)"')
 
 
@@ -316,6 +316,6 @@ def test_maskbench_instances_walk_in_any_key_order(sample_rows):
                 accepted_invalid.append(f"{row['name']} #{i}: {mb.compact(mixed)[:100]}")
     print(f"\nkey order: {valid} valid instances accepted in schema order; {shuffled_valid} of them "
           f"shuffled, {valid - raw_rejected} in the data's own order")
-    assert valid >= 250
+    assert valid >= 200
     assert not lost, "\n".join(lost)
     assert not accepted_invalid, "\n".join(accepted_invalid)
