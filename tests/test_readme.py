@@ -15,6 +15,8 @@ Block rules
   is executed and may show no output: a comment in it that looks like a value (``# {...``,
   ``# '...``, ``# 42``, ``# True``) fails the test — write the block as a doctest instead.
   Fences indented under a list item count too.
+* **The vLLM section** (a heading starting with "vLLM") runs in the vLLM virtualenv, from
+  ``tests/vllm/test_vllm_readme.py``, not here: vLLM pins its own torch and transformers.
 * **Other block kinds are not run**, and a kind not listed here fails the test until it is
   given a rule:
   - ``bash``: ``make demo`` / ``make test`` set up a virtualenv and run the demo or the whole
@@ -118,7 +120,9 @@ def read_sections(text: str) -> list[Section]:
 
 
 SECTIONS = read_sections(README.read_text())
-RUNNABLE = [s for s in SECTIONS if s.code]
+#: sections whose code runs beside vLLM (tests/vllm/test_vllm_readme.py)
+VLLM_SECTION = re.compile(r"^vLLM\b")
+RUNNABLE = [s for s in SECTIONS if s.code and not VLLM_SECTION.match(s.title)]
 # test ids are the headings' slugs: two sections with code under one heading name would clash
 assert len({s.title.lower() for s in RUNNABLE}) == len(RUNNABLE), "README: two code sections share a heading"
 

@@ -33,7 +33,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(model_dir, tmp_path_factory):
     """``vllm serve`` (the OpenAI server) with structgen's logits processor and tool parser;
     yields its base URL. Its log is printed when a test fails to reach it."""
