@@ -82,6 +82,29 @@ def test_plain_openai_tools_come_back_as_tool_calls(client, tool_choice):
                        json.dumps(arguments, separators=(",", ":")), "stop") is None
 
 
+@pytest.mark.parametrize("tool_choice", ["required", "auto"])
+def test_streamed_tool_calls_arrive_whole(client, tool_choice):
+    case = next(bfcl_cases("simple_python"))
+    stream = client.chat.completions.create(model=MODEL, messages=case["messages"], tools=case["tools"],
+                                            tool_choice=tool_choice, parallel_tool_calls=False, temperature=0,
+                                            max_tokens=200, stream=True)
+    calls, content, finish = [], "", None
+    for chunk in stream:
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        calls += delta.tool_calls or []
+        finish = chunk.choices[0].finish_reason or finish
+    if tool_choice == "auto" and not calls:
+        assert content and finish == "stop"
+        return
+    assert finish == "tool_calls" and "<tool_call>" not in content
+    (call,) = calls
+    parameters = case["tools"][0]["function"]["parameters"]
+    assert call.function.name == case["tools"][0]["function"]["name"] and call.id
+    assert problem({"json_schema": parameters}, call.function.arguments.replace(", ", ",").replace(": ", ":"),
+                   "stop") is None
+
+
 def test_sql_explains_on_the_real_database(client, model_dir):
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     for prompt, constraint in sql_requests(tokenizer, 2):
