@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 
 import numpy as np
@@ -136,7 +137,8 @@ def test_constraints_are_read_strictly():
                          ({"regex": "a", "grammar": "start: \"a\""}, "exactly one"),
                          ({"regex": "a", "start": "s"}, "unknown key"), ({"sql": 5}, "must be a string"),
                          ({"response_format": {"type": "text"}}, "response_format must be"),
-                         ("x" * 4_000_001, "at most")]:
+                         ("x" * 4_000_001, "at most"), ("[" * 100_000, "nests too deeply"),
+                         ({"json_schema": "[" * 100_000}, "nests too deeply")]:
         with pytest.raises(OptionError, match=message):
             read_constraint(bad)
 
@@ -159,3 +161,22 @@ def test_tool_constraints_take_the_templates_format(smollm2_tokenizer):
     assert compiled.matcher().forced_text().startswith('<tool_call>[{"name": "get_weather"')  # SmolLM2: "json"
     hermes = compile_constraint(read_constraint({"tools": TOOLS, "format": "hermes"}), smollm2_tokenizer)
     assert hermes.matcher().forced_text().startswith('<tool_call>\n{"name": "get_weather"')
+
+
+def test_sql_constraints_read_only_the_operators_folders(monkeypatch, tmp_path):
+    from sql_data import SQL_DIR
+
+    database = SQL_DIR / "databases" / "restaurants.sqlite"
+    spec = read_constraint({"sql": str(database)})
+    monkeypatch.delenv("STRUCTGEN_SQL_DIRS", raising=False)
+    with pytest.raises(OptionError, match="needs STRUCTGEN_SQL_DIRS"):
+        compile_constraint(spec, BYTES)
+    monkeypatch.setenv("STRUCTGEN_SQL_DIRS", str(tmp_path))
+    with pytest.raises(OptionError, match="not under a folder of STRUCTGEN_SQL_DIRS"):
+        compile_constraint(spec, BYTES)
+    outside = read_constraint({"sql": str(tmp_path / ".." / database.name)})  # no way out through ".."
+    with pytest.raises(OptionError, match="not under a folder"):
+        compile_constraint(outside, BYTES)
+    monkeypatch.setenv("STRUCTGEN_SQL_DIRS", f"{tmp_path}{os.pathsep}{database.parent}")
+    m = compile_constraint(spec, BYTES).matcher()
+    assert all(m.advance(b) for b in b"SELECT name FROM restaurant") and m.can_end()

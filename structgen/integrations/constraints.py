@@ -9,7 +9,8 @@ per request. Exactly one of these keys says what the output must be:
   "json_schema": {"schema": ...}}`` is read the same way;
 - ``"grammar"``: Lark-style grammar text (``"start"`` names the start rule);
 - ``"regex"``: a Python regular expression the whole output must match;
-- ``"sql"``: the path of a SQLite database; the query grammar specialised to its tables and
+- ``"sql"``: the path of a SQLite database under a folder of ``STRUCTGEN_SQL_DIRS`` (the
+  operator's list; unset, ``sql`` is refused); the query grammar specialised to its tables and
   columns (strict names, single spaces), as :meth:`structgen.Generator.sql` uses;
 - ``"tools"``: OpenAI tool specs, with ``"tool_choice"`` (``"required"`` by default, ``"auto"``,
   ``"none"`` or ``{"type": "function", "function": {"name": ...}}``), ``"parallel_tool_calls"``
@@ -32,7 +33,9 @@ Example
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from structgen.api.compile import compile_sql
@@ -44,7 +47,8 @@ from structgen.errors import OptionError
 from structgen.frontends.tool_calls import FORMATS, read_tool_choice, read_tools, tool_call_grammar
 from structgen.tasks.tool_calls import template_format
 
-__all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "BYTES"]
+__all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "allowed_database", "BYTES",
+           "SQL_DIRS_VARIABLE"]
 
 #: The keys that name a constraint, one per request.
 KINDS = ("json_schema", "grammar", "regex", "sql", "tools")
@@ -52,6 +56,8 @@ _OPTIONS = {"json_schema": {"whitespace"}, "grammar": {"start"}, "regex": set(),
             "tools": {"tool_choice", "parallel_tool_calls", "format"}}
 #: 256 one-byte tokens: a constraint compiled over it is checked without the model's tokenizer.
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
+#: The folders a ``sql`` constraint may name databases in (:func:`allowed_database`).
+SQL_DIRS_VARIABLE = "STRUCTGEN_SQL_DIRS"
 #: Largest constraint text read (a compiled grammar has its own budget; this bounds the parse).
 MAX_SPEC_CHARS = 4_000_000
 
@@ -85,6 +91,8 @@ def read_constraint(spec: Any) -> Constraint:
             spec = json.loads(spec)
         except json.JSONDecodeError as err:
             raise OptionError(f"the structgen constraint is not JSON: {err}") from err
+        except RecursionError as err:
+            raise OptionError("the structgen constraint nests too deeply to read") from err
     if not isinstance(spec, dict):
         raise OptionError(f"the structgen constraint must be an object naming one of {KINDS}, "
                           f"not {type(spec).__name__}")
@@ -105,6 +113,8 @@ def read_constraint(spec: Any) -> Constraint:
             value = json.loads(value)
         except json.JSONDecodeError as err:
             raise OptionError(f"the constraint's {kind!r} is text but not JSON: {err}") from err
+        except RecursionError as err:
+            raise OptionError(f"the constraint's {kind!r} nests too deeply to read") from err
     if kind in ("grammar", "regex", "sql") and not isinstance(value, str):
         raise OptionError(f"the constraint's {kind!r} must be a string, not {type(value).__name__}")
     options = tuple(sorted((k, v) for k, v in spec.items() if k != kind))
@@ -150,6 +160,23 @@ def compile_constraint(spec: Constraint, vocabulary: Any, tokenizer: Any = None)
     return got
 
 
+def allowed_database(path: str) -> Path:
+    """``path`` resolved, when it lies under a folder of ``STRUCTGEN_SQL_DIRS``.
+
+    A served request names a file on the server: without a list of folders it may read, a client
+    could have any SQLite file's tables and columns written out by the model. So a ``sql``
+    constraint is refused unless the operator lists the folders (``os.pathsep``-separated).
+    """
+    folders = [Path(p).resolve() for p in os.environ.get(SQL_DIRS_VARIABLE, "").split(os.pathsep) if p]
+    if not folders:
+        raise OptionError(f"a 'sql' constraint needs {SQL_DIRS_VARIABLE}, the folders of the databases "
+                          "requests may name (unset here)")
+    target = Path(path).resolve()
+    if not any(target.is_relative_to(folder) for folder in folders):
+        raise OptionError(f"the database {path!r} is not under a folder of {SQL_DIRS_VARIABLE}")
+    return target
+
+
 def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar:
     if spec.kind == "json_schema":
         return compiler.json_schema(spec.value, whitespace=spec.option("whitespace", "compact"), strict=True,
@@ -159,7 +186,7 @@ def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar
     if spec.kind == "regex":
         return compiler.regex(spec.value)
     if spec.kind == "sql":
-        return compile_sql(spec.value, compiler.vocabulary, strict=True, whitespace="spaces")
+        return compile_sql(allowed_database(spec.value), compiler.vocabulary, strict=True, whitespace="spaces")
     specs = read_tools(spec.value)
     mode, names = read_tool_choice(spec.option("tool_choice", "required"), specs)
     fmt = spec.option("format")

@@ -116,10 +116,10 @@ def _sync(row: Row) -> None:
     if output and output[-1] < 0:  # an engine placeholder for a token still being copied back
         output = output[: next(i for i, t in enumerate(output) if t < 0)]
     walked = row.matcher.token_ids
-    same = 0
-    limit = min(len(walked), len(output))
-    while same < limit and walked[same] == output[same]:
-        same += 1
+    if output[:len(walked)] == walked:  # the usual step: tokens were only appended
+        same = len(walked)
+    else:
+        same = next(i for i, (a, b) in enumerate(zip(walked, output + [None])) if a != b)
     if same < len(walked):
         row.matcher.rollback(len(walked) - same)
     for position in range(same, len(output)):

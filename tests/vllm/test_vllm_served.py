@@ -119,6 +119,8 @@ def test_a_refused_constraint_is_a_400_naming_the_problem(client):
         _ask(client, "x", {"json_schema": {"type": "object", "properties": {"a": {"type": "strnig"}}}})
     assert err.value.status_code == 400
     assert "structgen refused the constraint" in str(err.value) and "/properties/a/type" in str(err.value)
+    with pytest.raises(openai.BadRequestError, match="not under a folder of STRUCTGEN_SQL_DIRS"):
+        _ask(client, "x", {"sql": "/etc/passwd"})
     with pytest.raises(openai.BadRequestError, match="not JSON"):
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=4,
                                        extra_body={"vllm_xargs": {EXTRA_ARG: "{json_schema: "}})
