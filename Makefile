@@ -61,7 +61,7 @@ vllm-model: vllm-setup
 	$(VLLM_PY) -c "from structgen.decoding.models import export_default_model as e; print(e('$(VLLM_MODEL)'))"
 
 test-vllm: vllm-model
-	STRUCTGEN_VLLM_MODEL=$(VLLM_MODEL) $(VLLM_PY) -m pytest -q tests/vllm
+	STRUCTGEN_VLLM_MODEL=$(VLLM_MODEL) $(VLLM_PY) -m pytest -q tests/with_vllm
 
 # The README's generated blocks (the JSON Schema keyword table); tests/test_readme.py checks them.
 readme: setup

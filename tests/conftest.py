@@ -13,8 +13,10 @@ import os
 
 import pytest
 
-# tests/vllm/ runs in its own virtualenv (`make test-vllm`): vLLM pins its own torch and transformers.
-collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm"]
+# tests/with_vllm/ runs in its own virtualenv (`make test-vllm`): vLLM pins its own torch and
+# transformers. (Not named tests/vllm/: on the path, that folder would pass for a `vllm` package.)
+_VLLM = importlib.util.find_spec("vllm")
+collect_ignore = [] if _VLLM is not None and _VLLM.origin is not None else ["with_vllm"]
 
 # Belt and braces: nothing in the test suite may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

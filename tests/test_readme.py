@@ -16,7 +16,7 @@ Block rules
   ``# '...``, ``# 42``, ``# True``) fails the test — write the block as a doctest instead.
   Fences indented under a list item count too.
 * **The vLLM section** (a heading starting with "vLLM") runs in the vLLM virtualenv, from
-  ``tests/vllm/test_vllm_readme.py``, not here: vLLM pins its own torch and transformers.
+  ``tests/with_vllm/test_vllm_readme.py``, not here: vLLM pins its own torch and transformers.
 * **Other block kinds are not run**, and a kind not listed here fails the test until it is
   given a rule:
   - ``bash``: ``make demo`` / ``make test`` set up a virtualenv and run the demo or the whole
@@ -120,7 +120,7 @@ def read_sections(text: str) -> list[Section]:
 
 
 SECTIONS = read_sections(README.read_text())
-#: sections whose code runs beside vLLM (tests/vllm/test_vllm_readme.py)
+#: sections whose code runs beside vLLM (tests/with_vllm/test_vllm_readme.py)
 VLLM_SECTION = re.compile(r"^vLLM\b")
 RUNNABLE = [s for s in SECTIONS if s.code and not VLLM_SECTION.match(s.title)]
 # test ids are the headings' slugs: two sections with code under one heading name would clash

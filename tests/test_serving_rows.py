@@ -1,6 +1,6 @@
 """What a serving engine's requests carry (:mod:`structgen.integrations.constraints`) and the rows
 of its batch (:mod:`structgen.integrations.rows`), without the engine: the vLLM adapter on top is
-tested in its own virtualenv (``tests/vllm/``).
+tested in its own virtualenv (``tests/with_vllm/``).
 
 The batch is driven the way vLLM drives its persistent batch (requests added, removed, moved,
 swapped, preempted and re-added with the tokens they had, a placeholder for a token still being
