@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
 import pkgutil
 import types
 
@@ -11,8 +12,12 @@ import pytest
 
 import structgen
 
-#: Every module of the package: each one's docstring examples run.
-MODULES = ["structgen"] + sorted(m.name for m in pkgutil.walk_packages(structgen.__path__, "structgen."))
+#: Every module of the package: each one's docstring examples run (the vLLM adapters only where vLLM is
+#: installed: they run inside it; tests/with_vllm/ tests them in its virtualenv).
+_VLLM = importlib.util.find_spec("vllm")
+MODULES = ["structgen"] + sorted(m.name for m in pkgutil.walk_packages(structgen.__path__, "structgen.")
+                                 if not m.name.startswith("structgen.integrations.vllm")
+                                 or (_VLLM is not None and _VLLM.origin is not None))
 
 
 def test_all_lists_every_public_name():
