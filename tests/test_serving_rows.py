@@ -128,6 +128,12 @@ def test_a_token_outside_the_grammar_leaves_only_end_of_sequence(smollm2_tokeniz
     assert torch.equal(masked[:3], torch.zeros(3, width))
 
 
+def _self_containing() -> dict:
+    schema: dict = {"type": "object"}
+    schema["properties"] = {"again": schema}
+    return schema
+
+
 def test_constraints_are_read_strictly():
     assert read_constraint('{"json_schema": "{\\"type\\": \\"integer\\"}"}').value == {"type": "integer"}
     assert read_constraint({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": SCHEMA}}}
@@ -138,7 +144,9 @@ def test_constraints_are_read_strictly():
                          ({"regex": "a", "start": "s"}, "unknown key"), ({"sql": 5}, "must be a string"),
                          ({"response_format": {"type": "text"}}, "response_format must be"),
                          ("x" * 4_000_001, "at most"), ("[" * 100_000, "nests too deeply"),
-                         ({"json_schema": "[" * 100_000}, "nests too deeply")]:
+                         ({"json_schema": "[" * 100_000}, "nests too deeply"),
+                         ({"json_schema": {}, "response_format": {"type": "json_object"}}, "both"),
+                         ({"json_schema": _self_containing()}, "cannot be written as JSON")]:
         with pytest.raises(OptionError, match=message):
             read_constraint(bad)
 

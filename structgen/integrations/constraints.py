@@ -98,6 +98,8 @@ def read_constraint(spec: Any) -> Constraint:
                           f"not {type(spec).__name__}")
     spec = dict(spec)
     if "response_format" in spec:
+        if "json_schema" in spec:
+            raise OptionError("the structgen constraint names both json_schema and response_format; give one")
         spec["json_schema"] = _response_format_schema(spec.pop("response_format"))
     kinds = [k for k in KINDS if k in spec]
     if len(kinds) != 1:
@@ -118,7 +120,10 @@ def read_constraint(spec: Any) -> Constraint:
     if kind in ("grammar", "regex", "sql") and not isinstance(value, str):
         raise OptionError(f"the constraint's {kind!r} must be a string, not {type(value).__name__}")
     options = tuple(sorted((k, v) for k, v in spec.items() if k != kind))
-    key = json.dumps([kind, value, options], sort_keys=True, ensure_ascii=False, default=repr)
+    try:
+        key = json.dumps([kind, value, options], sort_keys=True, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError) as err:  # a dict that contains itself, or nests too deeply
+        raise OptionError(f"the structgen constraint cannot be written as JSON: {err}") from err
     return Constraint(kind, value, options, key)
 
 
