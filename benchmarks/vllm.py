@@ -92,10 +92,10 @@ def load_pairs(path: Path, n: int) -> list[dict[str, Any]]:
 
 def prompt_of(tokenizer: Any, pair: dict[str, Any]) -> str:
     """``Generator.json``'s prompt: the request, then the schema (``include_schema=True``)."""
-    content = (pair["prompt"] + "\n\nAnswer with only a JSON value that follows this JSON schema:\n"
-               + json.dumps(pair["schema"], ensure_ascii=False))
-    return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                         add_generation_prompt=True)
+    from structgen.tasks.json_task import user_turn
+
+    return tokenizer.apply_chat_template([{"role": "user", "content": user_turn(pair["schema"], pair["prompt"])}],
+                                         tokenize=False, add_generation_prompt=True)
 
 
 class Bench:

@@ -188,3 +188,6 @@ def test_sql_constraints_read_only_the_operators_folders(monkeypatch, tmp_path):
     monkeypatch.setenv("STRUCTGEN_SQL_DIRS", f"{tmp_path}{os.pathsep}{database.parent}")
     m = compile_constraint(spec, BYTES).matcher()
     assert all(m.advance(b) for b in b"SELECT name FROM restaurant") and m.can_end()
+    monkeypatch.setenv("STRUCTGEN_SQL_DIRS", str(tmp_path))  # narrowed: the cached grammar is not served
+    with pytest.raises(OptionError, match="not under a folder"):
+        compile_constraint(spec, BYTES)

@@ -44,11 +44,11 @@ from structgen.engine.compiler import compiler_for
 from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
-from structgen.frontends.tool_calls import FORMATS, read_tool_choice, read_tools, tool_call_grammar
-from structgen.tasks.tool_calls import template_format
+from structgen.frontends.tool_calls import FORMATS, ToolFormat, read_tool_choice, read_tools, tool_call_grammar
+from structgen.tasks.tool_calls import read_format, template_format
 
-__all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "allowed_database", "BYTES",
-           "SQL_DIRS_VARIABLE"]
+__all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "allowed_database", "tool_format",
+           "BYTES", "SQL_DIRS_VARIABLE"]
 
 #: The keys that name a constraint, one per request.
 KINDS = ("json_schema", "grammar", "regex", "sql", "tools")
@@ -157,6 +157,8 @@ def compile_constraint(spec: Constraint, vocabulary: Any, tokenizer: Any = None)
     compiler = compiler_for(vocabulary)
     if tokenizer is None and not isinstance(vocabulary, Vocabulary):
         tokenizer = vocabulary
+    if spec.kind == "sql":  # checked on every request, cached grammar or not
+        allowed_database(spec.value)
     cache_key = (compiler.vocabulary.fingerprint, spec.key)
     got = _COMPILED.get(cache_key)
     if got is None:
@@ -182,6 +184,13 @@ def allowed_database(path: str) -> Path:
     return target
 
 
+def tool_format(spec: Constraint, tokenizer: Any = None) -> ToolFormat:
+    """The call format of a ``tools`` constraint: its ``format``, else ``tokenizer``'s chat
+    template's, else ``"json"``."""
+    return read_format(spec.option("format")) or (template_format(tokenizer) if tokenizer is not None else None) \
+        or FORMATS["json"]
+
+
 def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar:
     if spec.kind == "json_schema":
         return compiler.json_schema(spec.value, whitespace=spec.option("whitespace", "compact"), strict=True,
@@ -194,13 +203,7 @@ def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar
         return compile_sql(allowed_database(spec.value), compiler.vocabulary, strict=True, whitespace="spaces")
     specs = read_tools(spec.value)
     mode, names = read_tool_choice(spec.option("tool_choice", "required"), specs)
-    fmt = spec.option("format")
-    if fmt is None:
-        own = template_format(tokenizer) if tokenizer is not None else None
-        fmt = own.name if own is not None else "json"
-    if fmt not in FORMATS:
-        raise OptionError(f"unknown tool-call format {fmt!r}; known: {sorted(FORMATS)}")
-    grammar = tool_call_grammar(specs, FORMATS[fmt], choice=mode, names=names,
+    grammar = tool_call_grammar(specs, tool_format(spec, tokenizer), choice=mode, names=names,
                                 parallel=bool(spec.option("parallel_tool_calls", True)), strict=True)
     return compiler.grammar(grammar, source=spec.value)
 

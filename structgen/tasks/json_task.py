@@ -25,7 +25,7 @@ from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import JsonResult
 
-__all__ = ["Whitespace", "as_schema", "generate_json_with", "json_job", "prompt_ids", "validation_error"]
+__all__ = ["Whitespace", "as_schema", "generate_json_with", "json_job", "prompt_ids", "user_turn", "validation_error"]
 
 Whitespace = Literal["compact", "flexible"]
 
@@ -51,12 +51,17 @@ def prompt_ids(context: ModelContext, schema: Any, prompt: str, *, include_schem
     ``raw=True`` encodes the prompt as it is."""
     if raw:
         return context.encode(prompt)
-    schema = as_schema(schema)[0]
-    content = prompt
-    if include_schema:
-        content += ("\n\nAnswer with only a JSON value that follows this JSON schema:\n"
-                    + json.dumps(schema, ensure_ascii=False))
-    return context.chat_ids(content)
+    return context.chat_ids(user_turn(schema, prompt) if include_schema else prompt)
+
+
+def user_turn(schema: Any, prompt: str) -> str:
+    """The user's turn ``prompt_ids`` puts in the chat template: the prompt, then the schema.
+
+    >>> user_turn({"type": "integer"}, "How many?")
+    'How many?\\n\\nAnswer with only a JSON value that follows this JSON schema:\\n{"type": "integer"}'
+    """
+    return (prompt + "\n\nAnswer with only a JSON value that follows this JSON schema:\n"
+            + json.dumps(as_schema(schema)[0], ensure_ascii=False))
 
 
 def generate_json_with(context: ModelContext, schema: Any, prompt: str, config: DecodeConfig, *,

@@ -33,8 +33,8 @@ from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import Result
 
-__all__ = ["ToolCallResult", "MessagesError", "generate_tool_calls_with", "template_format", "tool_calls_job",
-           "tool_prompt"]
+__all__ = ["ToolCallResult", "MessagesError", "generate_tool_calls_with", "read_format", "template_format",
+           "tool_calls_job", "tool_prompt"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -79,6 +79,21 @@ def template_format(tokenizer: Any) -> ToolFormat | None:
                 return None
             return fmt if "probe_tool" in shown else None
     return None
+
+
+def read_format(format: "str | ToolFormat | None") -> ToolFormat | None:
+    """The :class:`ToolFormat` a ``format`` option names (a name from ``FORMATS`` or a format);
+    ``None`` stays ``None`` (the caller's default: the template's format, else ``"json"``).
+
+    >>> read_format("hermes").name, read_format(None)
+    ('hermes', None)
+    """
+    if isinstance(format, str) and format not in FORMATS:
+        raise OptionError(f"unknown tool-call format {format!r}; known: {sorted(FORMATS)}")
+    if not (format is None or isinstance(format, (str, ToolFormat))):
+        raise OptionError(f"format must be a name from {sorted(FORMATS)}, a ToolFormat or None, "
+                          f"not {type(format).__name__} ({format!r:.80})")
+    return FORMATS[format] if isinstance(format, str) else format
 
 
 def tool_prompt(tokenizer: Any, specs: list[ToolSpec], messages: Any,
@@ -214,13 +229,7 @@ def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: Dec
     """:func:`generate_tool_calls_with` as a job (:mod:`structgen.tasks.jobs`), to run in a batch."""
     specs = read_tools(tools)
     mode, names = read_tool_choice(tool_choice, specs)
-    if isinstance(format, str) and format not in FORMATS:
-        raise OptionError(f"unknown tool-call format {format!r}; known: {sorted(FORMATS)}")
-    if not (format is None or isinstance(format, (str, ToolFormat))):
-        raise OptionError(f"format must be a name from {sorted(FORMATS)}, a ToolFormat or None, "
-                          f"not {type(format).__name__} ({format!r:.80})")
-    fmt = FORMATS[format] if isinstance(format, str) else format
-    prompt, fmt, rendered_by = tool_prompt(context.tokenizer, specs, messages, fmt)
+    prompt, fmt, rendered_by = tool_prompt(context.tokenizer, specs, messages, read_format(format))
     ids = context.encode(prompt)
     context.check_fits(ids, config)  # 500 tools make a prompt longer than many contexts
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,

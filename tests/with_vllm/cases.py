@@ -15,10 +15,10 @@ from typing import Any
 
 from structgen.frontends.sql import read_schema
 from structgen.frontends.tool_calls import FORMATS, parse_calls, read_tools
-from structgen.integrations.constraints import BYTES, compile_constraint, read_constraint
+from structgen.integrations.constraints import BYTES, compile_constraint, read_constraint, tool_format
 from structgen.tasks.json_task import validation_error
 from structgen.tasks.sql import sql_prompt
-from structgen.tasks.tool_calls import template_format, tool_prompt
+from structgen.tasks.tool_calls import tool_prompt
 
 from sql_data import pairs as sql_pairs
 from toolcall_data import cases as bfcl_cases
@@ -119,8 +119,7 @@ def problem(constraint: Any, text: str, finish_reason: str, tokenizer: Any = Non
                 if not scope_miss(str(err), spec.value):
                     return f"EXPLAIN refuses {text!r}: {err}"
     if spec.kind == "tools":
-        fmt = spec.option("format") or (getattr(template_format(tokenizer), "name", None) if tokenizer else None)
-        _, calls = parse_calls(FORMATS[fmt or "json"], text)
+        _, calls = parse_calls(tool_format(spec, tokenizer), text)
         by_name = {t["function"]["name"]: t["function"] for t in spec.value}
         for name, arguments in calls:
             error = validation_error(by_name[name].get("parameters", {}), arguments)
