@@ -202,9 +202,7 @@ class Vocabulary:
         eos = set(eos_ids)
         if tokenizer.eos_token_id is not None:
             eos.add(int(tokenizer.eos_token_id))
-        if generation_config is not None:
-            g = getattr(generation_config, "eos_token_id", None)
-            eos.update([g] if isinstance(g, int) else list(g or []))
+        eos |= _generation_eos(generation_config)
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         return cls(tokens, eos_ids=eos, size=vocab_size, name=str(name))
 
@@ -390,29 +388,75 @@ def ids_to_mask(ids: "Iterable[int] | np.ndarray", words: int) -> np.ndarray:
     return out
 
 
-_BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, Vocabulary]" = weakref.WeakKeyDictionary()
+#: Vocabularies built per tokenizer object, by (logits width, end-of-sequence ids added).
+_BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, dict[tuple[int, frozenset[int]], Vocabulary]]" = \
+    weakref.WeakKeyDictionary()
 
 
-def vocabulary_for(tokenizer: Any, **options: Any) -> Vocabulary:
-    """The :class:`Vocabulary` of a tokenizer, built once per tokenizer object.
+def vocabulary_for(tokenizer: Any, *, vocab_size: int | None = None,
+                   generation_config: Any = None) -> Vocabulary:
+    """The :class:`Vocabulary` of a tokenizer, built once per tokenizer object and logits width.
 
-    A :class:`Vocabulary` passes through unchanged.
+    Parameters
+    ----------
+    tokenizer
+        A Hugging Face tokenizer, or a :class:`Vocabulary` (returned as it is when the options
+        ask for nothing it lacks).
+    vocab_size
+        The width of the model's logits (e.g. ``model.get_output_embeddings().weight.shape[0]``),
+        which may exceed the tokenizer's vocabulary (padded embedding rows); ids past the
+        tokenizer's tokens are never allowed. ``None``: the tokenizer's own size. A width smaller
+        than the vocabulary is an :class:`~structgen.errors.OptionError`.
+    generation_config
+        Adds its ``eos_token_id`` (an int or a list) to the end-of-sequence ids.
+
+    Example
+    -------
+    >>> v = Vocabulary([b"a", b"b", None], eos_ids=[2])
+    >>> vocabulary_for(v) is v, vocabulary_for(v, vocab_size=64).size
+    (True, 64)
+    >>> vocabulary_for(v, vocab_size=64) is vocabulary_for(v, vocab_size=64)
+    True
     """
-    if isinstance(tokenizer, Vocabulary):
-        return tokenizer
-    if not (hasattr(tokenizer, "__len__") and hasattr(tokenizer, "convert_ids_to_tokens")):
+    is_vocab = isinstance(tokenizer, Vocabulary)
+    if not is_vocab and not (hasattr(tokenizer, "__len__") and hasattr(tokenizer, "convert_ids_to_tokens")):
         raise OptionError(f"tokenizer must be a Hugging Face tokenizer or a structgen.Vocabulary, "
                           f"not {type(tokenizer).__name__} ({tokenizer!r:.80})")
-    if options:
-        return Vocabulary.from_tokenizer(tokenizer, **options)
+    own = tokenizer.size if is_vocab else len(tokenizer)
+    width = own if vocab_size is None else _checked_width(vocab_size, own)
+    extra = _generation_eos(generation_config)
+    if is_vocab and width == tokenizer.size and extra <= tokenizer.eos_ids:
+        return tokenizer
     try:
-        vocab = _BY_TOKENIZER.get(tokenizer)
-    except TypeError:
-        vocab = None
+        built = _BY_TOKENIZER.setdefault(tokenizer, {})
+    except TypeError:  # not weakly referable: built each time
+        built = {}
+    key = (width, extra)
+    vocab = built.get(key)
     if vocab is None:
-        vocab = Vocabulary.from_tokenizer(tokenizer)
-        try:
-            _BY_TOKENIZER[tokenizer] = vocab
-        except TypeError:
-            pass
+        if is_vocab:
+            vocab = Vocabulary(tokenizer.tokens, eos_ids=tokenizer.eos_ids | extra, size=width,
+                               name=tokenizer.name)
+        else:
+            vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=width, eos_ids=extra)
+        built[key] = vocab
     return vocab
+
+
+def _checked_width(vocab_size: Any, own: int) -> int:
+    """``vocab_size`` (a logits width) checked against the ``own`` tokens of the tokenizer."""
+    if isinstance(vocab_size, (bool, np.bool_)) or not hasattr(vocab_size, "__index__"):
+        raise OptionError(f"vocab_size must be an integer (the width of the model's logits) or None, "
+                          f"not {vocab_size!r:.80} ({type(vocab_size).__name__})")
+    width = vocab_size.__index__()
+    if width < own:
+        raise OptionError(f"vocab_size={width} is smaller than the tokenizer's vocabulary ({own} tokens): the "
+                          "logits need a column for every token id; pass the model's logits width "
+                          "(model.get_output_embeddings().weight.shape[0], or model.config.vocab_size)")
+    return width
+
+
+def _generation_eos(generation_config: Any) -> frozenset[int]:
+    """The end-of-sequence ids a generation config names (an int, a list or None)."""
+    g = getattr(generation_config, "eos_token_id", None)
+    return _checked_eos_ids([g] if hasattr(g, "__index__") else list(g or []))
