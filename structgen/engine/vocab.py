@@ -7,7 +7,11 @@ The grammar engine reads bytes, so every token id maps to the bytes it stands fo
 * SentencePiece (e.g. Gemma): ``▁`` is a space and ``<0xNN>`` is the raw byte ``NN``;
 * added tokens that are plain text stay text; special tokens (control tokens, chat markers,
   Gemma's thousands of ``<unused>`` slots) map to ``None`` and never match grammar text;
-* ids between ``len(tokenizer)`` and the model's logits width are ``None`` too.
+* ids between ``len(tokenizer)`` and the model's logits width are ``None`` too;
+* any other family (WordPiece's ``##`` continuations, WordLevel, Unigram or BPE without byte
+  fallback, character-level vocabularies) is refused with a
+  :class:`~structgen.errors.TokenizerError` naming it, never read into wrong bytes; a sample of
+  tokens is also checked against the tokenizer's own decoding.
 
 Example
 -------
