@@ -25,7 +25,7 @@ from structgen.engine.vocab import Vocabulary
 from structgen.errors import (BudgetExceededError, CompileError, DecodingError, GrammarError,
                               IncompleteGenerationError, MessagesError, ContextLengthError, ModelNotInstalledError, OptionError, ParseError,
                               RegexSyntaxError, SchemaError, SqlError, SqlGenerationError, StructgenError,
-                              ToolSpecError, UnsupportedFeatureError)
+                              TokenizerError, ToolSpecError, UnsupportedFeatureError)
 from structgen.frontends.sql import CompiledSql
 from structgen.frontends.tool_calls import FORMATS as TOOL_FORMATS, ToolFormat
 from structgen.tasks.jobs import Retry
@@ -61,6 +61,7 @@ __all__ = [
     "SqlResult",
     "StructgenError",
     "TextResult",
+    "TokenizerError",
     "TOOL_FORMATS",
     "ToolCallResult",
     "ToolFormat",

@@ -300,9 +300,14 @@ def read_grammar_source(grammar: "str | os.PathLike[str]") -> tuple[str, str, Pa
 COMPILERS: dict[str, Compiler] = {}
 
 
-def compiler_for(tokenizer: Any) -> Compiler:
-    """The shared :class:`Compiler` of ``tokenizer``'s vocabulary (one per vocabulary and process)."""
-    vocab = vocabulary_for(tokenizer)
+def compiler_for(tokenizer: Any, *, vocab_size: int | None = None, generation_config: Any = None) -> Compiler:
+    """The shared :class:`Compiler` of ``tokenizer``'s vocabulary (one per vocabulary and process).
+
+    ``vocab_size`` and ``generation_config`` are :func:`~structgen.engine.vocab.vocabulary_for`'s:
+    the same tokenizer at two logits widths has two vocabularies (their fingerprints differ), so
+    two compilers and two sets of caches.
+    """
+    vocab = vocabulary_for(tokenizer, vocab_size=vocab_size, generation_config=generation_config)
     got = COMPILERS.get(vocab.fingerprint)
     if got is None or got.vocabulary is not vocab:
         got = Compiler(vocab)
