@@ -45,6 +45,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))  # this checkout's structgen, not an installed one
 
 from _report import git_commit, markdown_table, package_versions  # noqa: E402
 
@@ -127,7 +128,7 @@ def child(out: Path) -> None:
     eval(compile(call, "<README.md>", "eval"), namespace)
     generator = time.perf_counter() - t
     out.write_text(json.dumps({
-        **at_first, "first_result": first, "threads": torch.get_num_threads(), "peak_rss_mb": peak,
+        **at_first, "first_result": first, "structgen": structgen.__file__, "threads": torch.get_num_threads(), "peak_rss_mb": peak,
         "rss_mb": rss, "generator_s": generator, "generator_rss_mb": _rss_mb() - rss,
     }))
 
@@ -198,7 +199,7 @@ def report_section(label: str, runs: dict[str, dict], command: str) -> str:
                      f"{r['peak_rss_mb']:.0f} MB", f"{r['generator_s']:.2f} s, RSS +{r['generator_rss_mb']:.0f} MB",
                      str(r["extra_stdout_lines"]), str(r["stderr_lines"]), "yes" if r["output_as_readme"] else "no"])
     lines = [f"## {label}", "", f"- command: `{command}`",
-             f"- structgen checkout {git_commit()}; torch threads {next(iter(runs.values()))['threads']}; "
+             f"- structgen checkout {git_commit()} ({next(iter(runs.values()))['structgen']}); torch threads {next(iter(runs.values()))['threads']}; "
              f"nproc {os.cpu_count()}; load average before {os.getloadavg()[0]:.2f}",
              f"- versions: {package_versions(['torch', 'transformers', 'huggingface_hub', 'tokenizers'])}", "",
              markdown_table(header, rows), ""]
