@@ -182,7 +182,7 @@ def _sample(text: str, limit: int = 12) -> list[str]:
         line = re.sub(r"\d+(\.\d+)?", "N", line)  # bars and timings differ only in numbers
         line = re.sub(r"\|[^|]*\|", "|...|", line)
         if line:
-            seen.setdefault(line[:160])
+            seen.setdefault(line[:300])
     lines = list(seen)
     return lines[:limit] + ([f"... {len(lines) - limit} more distinct lines"] if len(lines) > limit else [])
 
