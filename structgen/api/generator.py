@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from structgen.decoding.config import DecodeConfig
@@ -51,8 +52,10 @@ class Generator:
     Parameters
     ----------
     model, tokenizer
-        A transformers causal LM and its tokenizer; both ``None`` loads the embedded default,
-        SmolLM2-135M-Instruct (see :func:`structgen.decoding.models.load_default_model`).
+        A transformers causal LM and its tokenizer; both ``None``: the embedded default,
+        SmolLM2-135M-Instruct, loaded once per process and shared with ``generate_json`` and
+        every other ``Generator()`` (:func:`structgen.decoding.models.default_model`; do not
+        mutate ``gen.model`` then).
     device
         Where to run the model (e.g. ``"cpu"``, ``"cuda"``); default: where it is.
     pass_costs
@@ -99,9 +102,11 @@ class Generator:
         if model is None:
             if tokenizer is not None:
                 raise OptionError("pass a model with the tokenizer, or neither for the default model")
-            from structgen.decoding.models import load_default_model
+            from structgen.decoding.models import default_model, load_default_model
 
-            model, tokenizer = load_default_model()
+            # The process's shared default (one copy of the weights for every caller); a
+            # device move would change it for all of them, so that gets a copy of its own.
+            model, tokenizer = default_model() if device is None else load_default_model()
         elif tokenizer is None:
             raise OptionError("a tokenizer is needed with the model")
         if device is not None:
@@ -475,10 +480,16 @@ def generate_json(schema: Any, prompt: str, **options: Any) -> Any:
     return _pick(_default().json(schema, prompt, **options), "value")
 
 
+_DEFAULT_LOCK = threading.Lock()
+
+
 def _default() -> Generator:
+    """The Generator behind ``generate_*``: on the shared default model, made once (thread-safe)."""
     global _DEFAULT
     if _DEFAULT is None:
-        _DEFAULT = Generator()
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = Generator()
     return _DEFAULT
 
 
