@@ -12,7 +12,7 @@ Example
 
 # The façade: the public names, re-exported from the layers (core → frontends → engine →
 # decoding → tasks → api; see DESIGN.md). Nothing below this package imports it.
-from structgen.api.compile import (compile_grammar, compile_json_schema, compile_regex, compile_sql,
+from structgen.api.compile import (compile_grammar, compile_json_schema, compile_regex, compile_sql, compile_tool_calls,
                                    prepare_vocabulary)
 from structgen.api.generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json,
                                      generate_regex, generate_sql, generate_tool_calls)
@@ -33,6 +33,16 @@ from structgen.tasks.sql import SqlAttempt, SqlResult
 from structgen.tasks.tool_calls import ToolCallResult
 from structgen.version import __version__ as __version__
 
+
+def __getattr__(name: str) -> object:
+    # transformers is imported only when the processor is asked for: ``import structgen`` and
+    # compiling stay light.
+    if name == "LogitsProcessor":
+        from structgen.integrations.hf_processor import LogitsProcessor
+
+        return LogitsProcessor
+    raise AttributeError(f"module 'structgen' has no attribute {name!r}")
+
 __all__ = [
     "BudgetExceededError",
     "CompileError",
@@ -45,6 +55,7 @@ __all__ = [
     "Grammar",
     "GrammarError",
     "IncompleteGenerationError",
+    "LogitsProcessor",
     "JsonResult",
     "Matcher",
     "MessagesError",
@@ -72,6 +83,7 @@ __all__ = [
     "compile_json_schema",
     "compile_regex",
     "compile_sql",
+    "compile_tool_calls",
     "generate_grammar",
     "generate_json",
     "generate_regex",

@@ -31,8 +31,11 @@ from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
 from structgen.frontends.sql import SQL_GRAMMAR, CompiledSql, compile_schema, read_schema
 from structgen.frontends.sql import Whitespace as SqlWhitespace
+from structgen.frontends.tool_calls import FORMATS, ToolFormat, read_tool_choice, read_tools, tool_call_grammar
+from structgen.tasks.tool_calls import read_format, template_format
 
-__all__ = ["compile_grammar", "compile_json_schema", "compile_regex", "compile_sql", "prepare_vocabulary"]
+__all__ = ["compile_grammar", "compile_json_schema", "compile_regex", "compile_sql", "compile_tool_calls",
+           "prepare_vocabulary"]
 
 
 def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any, *,
@@ -225,6 +228,42 @@ def compile_sql(database: "str | os.PathLike[str] | sqlite3.Connection", tokeniz
     """
     return compile_schema(read_schema(database), _compiler(tokenizer, vocab_size, model), strict=strict,
                           whitespace=whitespace, grammar=grammar)
+
+
+def compile_tool_calls(tools: list[dict[str, Any]], tokenizer: Any, *, tool_choice: Any = "required",
+                       parallel_tool_calls: bool = True, format: "str | ToolFormat | None" = None,
+                       strict: bool = True, vocab_size: int | None = None, model: Any = None) -> CompiledGrammar:
+    """Compile OpenAI-style ``tools`` into the grammar of an assistant's answer that calls them.
+
+    The answer is what :meth:`structgen.Generator.tool_calls` decodes: calls in the
+    ``format``'s markup (default: the one the tokenizer's chat template writes, else
+    ``"json"``), each with arguments that validate against its tool's ``parameters``; under
+    ``tool_choice="auto"`` text may come first. Options are those of
+    :meth:`~structgen.Generator.tool_calls` (``tool_choice`` defaults to ``"required"`` here:
+    a grammar for calls); ``vocab_size`` and ``model`` as in :func:`compile_json_schema`.
+    Read the calls back with :func:`structgen.frontends.tool_calls.parse_calls`.
+
+    Raises
+    ------
+    ToolSpecError, UnsupportedFeatureError, OptionError
+        Bad tools, ``tool_choice`` or ``format``.
+
+    Example
+    -------
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    >>> add = {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+    ...        "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
+    >>> m = compile_tool_calls([add], vocab, format="hermes").matcher()
+    >>> all(m.advance(b) for b in b"<tool_call>"), m.forced_text()
+    (True, '\\n{"name": "add", "arguments": {"a":')
+    """
+    specs = read_tools(tools)
+    mode, names = read_tool_choice(tool_choice, specs)
+    fmt = read_format(format) or (None if isinstance(tokenizer, Vocabulary) else template_format(tokenizer)) \
+        or FORMATS["json"]
+    grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls, strict=strict)
+    return _compiler(tokenizer, vocab_size, model).grammar(grammar, source=tools)
 
 
 def _compiler(tokenizer: Any, vocab_size: Any, model: Any) -> Compiler:

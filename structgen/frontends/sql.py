@@ -303,6 +303,11 @@ class CompiledSql:
         """A fresh :class:`~structgen.Matcher` at the start of a query."""
         return self.grammar.matcher()
 
+    @property
+    def vocabulary(self) -> Any:
+        """The vocabulary the grammar is compiled over."""
+        return self.grammar.vocabulary
+
     def undeclared_names(self, sql: str) -> list[tuple[str, int]]:
         """Made-up names ``sql`` uses but never declares, as ``(name, offset)``; [] when none.
 

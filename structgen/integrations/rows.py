@@ -45,12 +45,18 @@ log = logging.getLogger(__name__)
 @dataclass
 class Row:
     """One request in the batch: its matcher and the engine's (live) list of its output tokens.
-    ``dead`` is set when the output left the grammar (a token the mask did not allow, e.g. a
-    stop string the engine inserted): the row then only allows end-of-sequence."""
+    ``refused`` is set when the output left the grammar (a token the mask did not allow, e.g. a
+    stop string the engine inserted): ``(position, token)``. While the output holds that token
+    there the row only allows end-of-sequence; an output rolled back before it (transformers'
+    assisted generation checks drafts that way) walks on from the tokens it shares."""
 
     matcher: Matcher
     output: Sequence[int]
-    dead: bool = False
+    refused: tuple[int, int] | None = None
+
+    @property
+    def dead(self) -> bool:
+        return self.refused is not None
 
 
 class BatchRows:
@@ -110,11 +116,14 @@ class BatchRows:
 
 def _sync(row: Row) -> None:
     """Bring ``row.matcher`` to ``row.output``: keep the common prefix, advance the rest."""
-    if row.dead:
-        return
     output = list(row.output)
     if output and output[-1] < 0:  # an engine placeholder for a token still being copied back
         output = output[: next(i for i, t in enumerate(output) if t < 0)]
+    if row.refused is not None:
+        position, token = row.refused
+        if position < len(output) and output[position] == token:
+            return
+        row.refused = None
     walked = row.matcher.token_ids
     if output[:len(walked)] == walked:  # the usual step: tokens were only appended
         same = len(walked)
@@ -126,6 +135,6 @@ def _sync(row: Row) -> None:
         if not row.matcher.advance(output[position]):
             log.warning("structgen: token %d at output position %d is outside the grammar (%s); "
                         "the row may only end now", output[position], position, row.matcher.last_rejection)
-            row.dead = True
+            row.refused = (position, output[position])
             return
 

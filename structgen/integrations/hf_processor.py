@@ -1,0 +1,136 @@
+"""A transformers ``LogitsProcessor``: any ``model.generate`` call, constrained by a compiled grammar.
+
+``model.generate(..., logits_processor=[LogitsProcessor(compiled)])`` masks every step's logits
+so that each row's new tokens stay in the language of ``compiled`` (a schema, grammar, regex,
+SQL or tool-call grammar from ``structgen.compile_*``), and end-of-sequence comes only where
+the output is complete.
+
+The processor is a pure function of each row's tokens: every call brings the row's matcher to
+the tokens after the prompt (advancing the new ones, rolling back to the common prefix when
+the tokens changed), then masks. transformers' assisted generation relies on that: with
+``prompt_lookup_num_tokens`` or an ``assistant_model`` it calls the processors once per draft
+position on a growing prefix, then drops the refused positions, and prompt lookup probes
+candidates with them. Greedy, sampling, beams and left-padded batches need nothing more.
+
+The prompt is what the first call sees; a later call whose first tokens differ (the same
+processor reused for another ``generate``) starts over. A batch may give each row its own
+grammar: a list of compiled grammars, one per prompt (``num_return_sequences`` copies of a
+prompt share its grammar). After a row's end-of-sequence token its logits are left alone
+(transformers pads the row from there).
+
+Compile with ``model=model`` (``compile_json_schema(schema, tokenizer, model=model)``) so that
+the grammar's end-of-sequence ids include those of the model's generation config; the mask
+follows the logits' width (columns past the tokenizer's tokens are never allowed).
+
+Example
+-------
+>>> import structgen                                                         # doctest: +SKIP
+>>> compiled = structgen.compile_json_schema({"type": "integer"}, tokenizer, model=model)  # doctest: +SKIP
+>>> out = model.generate(**inputs, max_new_tokens=20,
+...                      logits_processor=[structgen.LogitsProcessor(compiled)])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import transformers
+
+from structgen.engine.vocab import Vocabulary
+from structgen.errors import OptionError
+from structgen.integrations.rows import BatchRows
+
+__all__ = ["LogitsProcessor"]
+
+
+class LogitsProcessor(transformers.LogitsProcessor):
+    """Masks ``model.generate``'s logits to a compiled grammar (see the module notes).
+
+    Parameters
+    ----------
+    compiled
+        A compiled grammar (:func:`structgen.compile_json_schema`, ``compile_grammar``,
+        ``compile_regex``, ``compile_sql``, ``compile_tool_calls``), shared by every row; or a
+        list of them, one per prompt of the batch. All must share one vocabulary.
+
+    Raises
+    ------
+    OptionError
+        Nothing compiled, grammars over different vocabularies, a batch whose size the list
+        does not divide, or logits narrower than the vocabulary.
+
+    Example
+    -------
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> import structgen, torch
+    >>> vocab = Vocabulary([b"a", b"b", None], eos_ids=[2])
+    >>> processor = LogitsProcessor(structgen.compile_regex("ab", vocab))
+    >>> prompt = torch.tensor([[2]])                 # any prompt: one token here
+    >>> processor(prompt, torch.zeros(1, 3)).tolist()
+    [[0.0, -inf, -inf]]
+    >>> processor(torch.tensor([[2, 0, 1]]), torch.zeros(1, 3)).tolist()   # complete: only EOS
+    [[-inf, -inf, 0.0]]
+    """
+
+    def __init__(self, compiled: Any) -> None:
+        grammars = list(compiled) if isinstance(compiled, (list, tuple)) else [compiled]
+        if not grammars:
+            raise OptionError("LogitsProcessor needs a compiled grammar (or a list of them, one per prompt)")
+        for k, grammar in enumerate(grammars):
+            if not callable(getattr(grammar, "matcher", None)) or not isinstance(
+                    getattr(grammar, "vocabulary", None), Vocabulary):
+                where = f" (item {k})" if len(grammars) > 1 else ""
+                raise OptionError(f"LogitsProcessor takes what structgen.compile_* returns{where}, "
+                                  f"not {type(grammar).__name__}")
+        prints = {grammar.vocabulary.fingerprint for grammar in grammars}
+        if len(prints) > 1:
+            raise OptionError("the compiled grammars use different vocabularies; compile them all with the "
+                              "model's tokenizer (and the same model= or vocab_size=)")
+        self.grammars = grammars
+        self.vocabulary: Vocabulary = grammars[0].vocabulary
+        self._prompt: torch.Tensor | None = None
+        self._width = 0
+        self._rows: BatchRows | None = None
+        self._outputs: list[list[int]] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._rows is None or self._is_new(input_ids, scores):
+            self._start(input_ids, scores)
+        assert self._prompt is not None and self._rows is not None
+        tail = input_ids[:, self._prompt.shape[1]:].tolist()
+        eos = self.vocabulary.eos_ids
+        for r, tokens in enumerate(tail):
+            end = next((i for i, token in enumerate(tokens) if token in eos), None)
+            # the live list the row's matcher follows, changed in place
+            self._outputs[r][:] = tokens if end is None else ()
+            if end is None and r not in self._rows.rows:
+                self._rows.add(r, self._matcher_for(r, len(tail)), self._outputs[r])
+            elif end is not None:
+                self._rows.remove(r)  # ended: transformers pads it, its logits do not matter
+        return self._rows.mask(scores)
+
+    def _is_new(self, input_ids: torch.Tensor, scores: torch.Tensor) -> bool:
+        """Whether this call belongs to another ``generate`` than the last (another prompt)."""
+        prompt = self._prompt
+        assert prompt is not None
+        return (input_ids.shape[0] != prompt.shape[0] or input_ids.shape[1] < prompt.shape[1]
+                or scores.shape[1] != self._width
+                or not torch.equal(input_ids[:, :prompt.shape[1]], prompt.to(input_ids.device)))
+
+    def _start(self, input_ids: torch.Tensor, scores: torch.Tensor) -> None:
+        rows, width = input_ids.shape[0], scores.shape[1]
+        if rows % len(self.grammars):
+            raise OptionError(f"{len(self.grammars)} compiled grammars for a batch of {rows} rows: give one per "
+                              "prompt (num_return_sequences copies of a prompt share its grammar)")
+        if width < self.vocabulary.size:
+            raise OptionError(f"the logits are {width} wide but the vocabulary has {self.vocabulary.size} tokens: "
+                              "is the grammar compiled for this model's tokenizer?")
+        self._prompt = input_ids.detach().clone()
+        self._width = width
+        self._rows = BatchRows(width, sorted(self.vocabulary.eos_ids))
+        self._outputs = [[] for _ in range(rows)]
+
+    def _matcher_for(self, row: int, rows: int) -> Any:
+        return self.grammars[row // (rows // len(self.grammars))].matcher()
+

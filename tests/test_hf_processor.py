@@ -1,0 +1,154 @@
+"""structgen.LogitsProcessor under transformers' own ``model.generate`` on the real default
+model: greedy (token-identical to structgen's step-by-step decoding), seeded sampling, a
+left-padded batch with a schema per row, prompt lookup and an assistant model."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+
+import structgen
+
+SHOP = Path(__file__).resolve().parents[1] / "examples" / "data" / "shop.sqlite"
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+          "required": ["name", "age"], "additionalProperties": False}
+COLOUR = {"type": "object", "properties": {"colour": {"enum": ["red", "green", "blue"]}, "sure": {"type": "boolean"}},
+          "required": ["colour", "sure"], "additionalProperties": False}
+CITIES = {"type": "array", "items": {"type": "string", "maxLength": 20}, "minItems": 2, "maxItems": 3}
+CASES = [(PERSON, "Extract the person: Ada Lovelace, 36, mathematician."),
+         (COLOUR, "What colour is grass? Are you sure?"),
+         (CITIES, "Name two or three cities in France.")]
+
+
+@pytest.fixture(scope="module")
+def hf(generator):
+    """(model, tokenizer, compile): the session's model and a compile with generation's options."""
+    model, tokenizer = generator.model, generator.tokenizer
+
+    def compile(schema):
+        return structgen.compile_json_schema(schema, tokenizer, whitespace="compact", strict=True, canonical=True,
+                                             model=model)
+    return model, tokenizer, compile
+
+
+def generate(model, tokenizer, prompts, processor, **options):
+    """``model.generate`` over token-id prompts (left-padded); each row's new tokens, EOS and
+    padding cut."""
+    width = max(len(p) for p in prompts)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    out = model.generate(input_ids=ids, attention_mask=mask, logits_processor=[processor], pad_token_id=pad,
+                         max_new_tokens=options.pop("max_new_tokens", 60), **options)
+    eos = processor.vocabulary.eos_ids
+    rows = []
+    for row in out[:, width:].tolist():
+        end = next((i for i, t in enumerate(row) if t in eos), len(row))
+        rows.append(row[:end])
+    return rows
+
+
+def value_of(tokenizer, tokens):
+    return json.loads(tokenizer.decode(tokens))
+
+
+def test_greedy_equals_structgen_step_by_step(generator, hf):
+    model, tokenizer, compile = hf
+    for schema, prompt in CASES:
+        ours = generator.json(schema, prompt, speculate=False, max_new_tokens=60)
+        (theirs,) = generate(model, tokenizer, [generator.prompt_ids(schema, prompt)],
+                             structgen.LogitsProcessor(compile(schema)), do_sample=False)
+        assert theirs == ours.token_ids, (schema, tokenizer.decode(theirs), ours.text)
+        jsonschema.validate(value_of(tokenizer, theirs), schema)
+
+
+def test_seeded_sampling_stays_valid(generator, hf):
+    model, tokenizer, compile = hf
+    for seed in range(3):
+        for schema, prompt in CASES:
+            torch.manual_seed(seed)
+            (tokens,) = generate(model, tokenizer, [generator.prompt_ids(schema, prompt)],
+                                 structgen.LogitsProcessor(compile(schema)), do_sample=True, temperature=1.0,
+                                 max_new_tokens=80)
+            jsonschema.validate(value_of(tokenizer, tokens), schema)
+
+
+def test_padded_batch_of_three_schemas(generator, hf):
+    model, tokenizer, compile = hf
+    prompts = [generator.prompt_ids(schema, prompt) for schema, prompt in CASES]
+    assert len({len(p) for p in prompts}) == 3  # padding differs per row
+    processor = structgen.LogitsProcessor([compile(schema) for schema, _ in CASES])
+    rows = generate(model, tokenizer, prompts, processor, do_sample=False)
+    for (schema, _), tokens in zip(CASES, rows):
+        jsonschema.validate(value_of(tokenizer, tokens), schema)
+
+
+@pytest.mark.parametrize("assisted", ["prompt_lookup", "assistant_model"])
+def test_assisted_generation_is_lossless(generator, hf, assisted):
+    """transformers checks drafts by calling the processors once per draft position on a
+    growing prefix and dropping what it refuses: greedy output equals plain greedy output."""
+    from structgen.decoding.draft_model import quantized_model
+
+    model, tokenizer, compile = hf
+    options = {"prompt_lookup_num_tokens": 4} if assisted == "prompt_lookup" else {
+        "assistant_model": quantized_model(model)}
+    for schema, prompt in CASES:
+        ids = [generator.prompt_ids(schema, prompt)]
+        (plain,) = generate(model, tokenizer, ids, structgen.LogitsProcessor(compile(schema)), do_sample=False)
+        (drafted,) = generate(model, tokenizer, ids, structgen.LogitsProcessor(compile(schema)), do_sample=False,
+                              **options)
+        assert drafted == plain, (tokenizer.decode(drafted), tokenizer.decode(plain))
+        if assisted == "assistant_model":  # sampled drafts, verified by transformers' p/q rule
+            torch.manual_seed(0)
+            (sampled,) = generate(model, tokenizer, ids, structgen.LogitsProcessor(compile(schema)),
+                                  do_sample=True, **options)
+            jsonschema.validate(value_of(tokenizer, sampled), schema)
+
+
+def test_grammar_regex_sql_and_tools(generator, hf):
+    model, tokenizer, _ = hf
+    regex = structgen.compile_regex(r"[0-9]{3}-[0-9]{4}", tokenizer, model=model)
+    (tokens,) = generate(model, tokenizer, [generator.chat_ids("Make up a phone number.")],
+                         structgen.LogitsProcessor(regex), do_sample=False)
+    assert re.fullmatch(r"[0-9]{3}-[0-9]{4}", tokenizer.decode(tokens))
+    sql = structgen.compile_sql(SHOP, tokenizer, strict=True, model=model)
+    (tokens,) = generate(model, tokenizer, [generator.chat_ids("Write a SQLite query counting the orders.")],
+                         structgen.LogitsProcessor(sql), do_sample=False, max_new_tokens=40)
+    assert tokenizer.decode(tokens).upper().startswith(("SELECT", "WITH")) and sql.undeclared_names(
+        tokenizer.decode(tokens)) == []
+    add = {"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}}
+    tools = structgen.compile_tool_calls([add], tokenizer, format="json", parallel_tool_calls=False, model=model)
+    (tokens,) = generate(model, tokenizer, [generator.chat_ids("What is 2 plus 3? Call the add tool.")],
+                         structgen.LogitsProcessor(tools), do_sample=False, max_new_tokens=40)
+    text = tokenizer.decode(tokens)
+    assert text.startswith("<tool_call>[") and text.endswith("]</tool_call>")  # the "json" format's markup
+    (call,) = json.loads(text[len("<tool_call>"):-len("</tool_call>")])
+    assert call["name"] == "add" and set(call["arguments"]) == {"a", "b"}
+
+
+def test_reused_processor_starts_over_on_a_new_prompt(generator, hf):
+    model, tokenizer, compile = hf
+    processor = structgen.LogitsProcessor(compile(COLOUR))
+    first = generate(model, tokenizer, [generator.prompt_ids(COLOUR, CASES[1][1])], processor, do_sample=False)
+    again = generate(model, tokenizer, [generator.prompt_ids(COLOUR, "What colour is the sky?")], processor,
+                     do_sample=False)
+    for (tokens,) in (first, again):
+        jsonschema.validate(value_of(tokenizer, tokens), COLOUR)
+
+
+def test_misuse_is_a_typed_error(hf):
+    model, tokenizer, compile = hf
+    with pytest.raises(structgen.OptionError, match="takes what structgen.compile_"):
+        structgen.LogitsProcessor({"type": "integer"})
+    processor = structgen.LogitsProcessor([compile(PERSON), compile(COLOUR)])
+    with pytest.raises(structgen.OptionError, match="2 compiled grammars for a batch of 3"):
+        processor(torch.zeros(3, 4, dtype=torch.long), torch.zeros(3, 49152))
+    with pytest.raises(structgen.OptionError, match="logits are 100 wide"):
+        structgen.LogitsProcessor(compile(PERSON))(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 100))
