@@ -47,6 +47,7 @@ class Run:
     stream: bool
     output: str
     quiet: bool
+    threads: int | None = None
     top_p: float = 1.0
     top_k: int = 0
     system: str | None = None
@@ -91,10 +92,11 @@ def streams() -> bool:
 
 
 def takes_messages() -> bool:
-    """Whether ``Generator.json``/``grammar``/``regex`` take a list of chat messages as the prompt."""
+    """Whether ``Generator.json``/``text`` take a list of chat messages as the prompt (a structgen
+    that does says so where it documents the prompt; the signature reads the same either way)."""
     from structgen.api.generator import Generator
 
-    return "message" in str(inspect.signature(Generator.json).parameters["prompt"].annotation).lower()
+    return "messages" in (Generator.json.__doc__ or "").partition("prompt\n")[2].partition("max_new_tokens")[0]
 
 
 def execute(run: Run, task: Task) -> None:
@@ -106,7 +108,7 @@ def execute(run: Run, task: Task) -> None:
         task.check()
         with Progress(enabled=progress_wanted(run.quiet)) as progress:
             progress.stage("loading model")
-            model, tokenizer = load_model(run.model)
+            model, tokenizer = load_model(run.model, threads=run.threads)
             progress.stage("preparing vocabulary")
             gen = _generator(model, tokenizer, json_masks=task.json_masks)
             progress.stage("compiling")
@@ -206,6 +208,8 @@ def _options(*, sampling: bool = True, chat: bool = True) -> Callable[[Callable[
         click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
                      help="json: one JSON object with the result, finish reason, token counts and stats."),
         click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr."),
+        click.option("--threads", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="CPU threads for the model (default: torch's; 1 is often fastest on a busy machine)."),
     ]
     if sampling:
         options += [

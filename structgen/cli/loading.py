@@ -24,8 +24,9 @@ from structgen.cli.progress import quiet_transformers
 __all__ = ["load_model"]
 
 
-def load_model(directory: str | None) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` from ``directory`` (``None``: the embedded default model), in eval mode.
+def load_model(directory: str | None, *, threads: int | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` from ``directory`` (``None``: the embedded default model), in eval
+    mode; ``threads``: torch's CPU thread count (default: torch's own).
 
     Raises
     ------
@@ -34,6 +35,10 @@ def load_model(directory: str | None) -> tuple[Any, Any]:
     ModelNotInstalledError
         The default model's package is not installed (the message says how to install it).
     """
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     if directory is None:
         from structgen.decoding.models import load_default_model
 

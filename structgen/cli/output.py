@@ -15,6 +15,7 @@ Exit codes
 5     the model could not be loaded: the default model is not installed, or ``--model DIR`` is
       not a transformers model directory
 130   interrupted (Ctrl-C)
+141   stdout was closed before everything was written (``structgen ... | head -c 10``)
 ====  ======================================================================================
 
 Example
@@ -52,12 +53,14 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES_HELP = """\b
 Exit codes:
   0    success
+  1    an unexpected error (a bug; its traceback is shown)
   2    usage error (unknown option, missing argument, value out of range)
   3    bad input (schema, grammar, regex, tools, messages or database:
        missing, unreadable, not JSON or not valid; prompt too long)
   4    generation did not complete (token budget, SQL retries, decoding)
   5    the model could not be loaded
-  130  interrupted"""
+  130  interrupted
+  141  stdout closed early (e.g. piped into head)"""
 
 
 class CliError(click.ClickException):
