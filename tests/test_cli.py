@@ -263,7 +263,7 @@ def model_dir(tmp_path_factory):
 @pytest.mark.slow
 def test_regex_on_a_model_directory(model_dir):
     """``--model DIR``: any local transformers model directory, loaded without a bar or warning."""
-    args = ["regex", "(yes|no)", "Is water wet? Answer yes or no.", "--model", model_dir, "--max-new-tokens", "4"]
+    args = ["regex", "(yes|no)", "Is water wet? Answer yes or no.", "--model", model_dir, "--max-new-tokens", "4", "--threads", "1"]
     out = structgen(*args)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
@@ -302,3 +302,30 @@ def test_a_budget_that_runs_out_is_exit_code_4(tmp_path):
     record = json.loads(out.stdout)
     assert record["error"]["type"] == "IncompleteGenerationError"
     assert record["partial_text"].startswith("{")
+
+
+def test_the_readme_command_lines_parse_and_their_files_exist(monkeypatch):
+    """Each ``structgen`` line in the README's ``sh`` blocks is a valid command whose input
+    checks pass (files, options, the prompt, piped stdin too), run up to where the model would load."""
+    import re
+    import shlex
+
+    from click.testing import CliRunner
+
+    import structgen.cli.commands as commands
+
+    checked: list[str] = []
+    monkeypatch.setattr(commands, "execute", lambda run, task: checked.append(task.command) or task.check())
+    monkeypatch.chdir(ROOT)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = [line for block in re.findall(r"```sh\n(.*?)```", readme, re.S) for line in block.splitlines()
+             if "structgen " in line and not line.startswith("#")]
+    assert len(lines) >= 5
+    for line in lines:
+        piped, _, command = line.rpartition("| ")
+        stdin = shlex.split(piped)[1] if piped.startswith("echo ") else None
+        args = shlex.split(command, comments=True)
+        assert args[0] == "structgen"
+        result = CliRunner().invoke(commands.cli, args[1:], input=stdin)
+        assert result.exit_code == 0, (line, result.output)
+    assert {"json", "grammar", "regex", "sql", "tools"} <= set(checked)
