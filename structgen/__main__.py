@@ -2,4 +2,5 @@
 
 from structgen.cli import main
 
-main()
+if __name__ == "__main__":  # imported (by pkgutil, doctest), it runs nothing
+    main()

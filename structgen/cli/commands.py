@@ -164,7 +164,10 @@ def _print_stream(items: Iterable[Any], progress: Progress, as_json: bool) -> An
     for item in items:
         if isinstance(item, str):
             progress.stop()
-            write_json_line({"chunk": item}) if as_json else write_text(item)
+            if as_json:
+                write_json_line({"chunk": item})
+            else:
+                write_text(item)
         elif _is_retry(item):
             if as_json:
                 write_json_line({"retry": {"attempt": item.attempt, "error": item.error}})

@@ -188,14 +188,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def rows_text(columns: list[str], rows: list[tuple]) -> str:
-    """Query rows as tab-separated lines under a header of column names (NULL for None).
+    r"""Query rows as tab-separated lines under a header of column names (NULL for None).
 
     Example
     -------
-    >>> print(rows_text(["name", "age"], [("Ada", 36), ("Grace", None)]), end="")
-    name	age
-    Ada	36
-    Grace	NULL
+    >>> rows_text(["name", "age"], [("Ada", 36), ("Grace", None)]).splitlines()
+    ['name\tage', 'Ada\t36', 'Grace\tNULL']
     """
     def cell(value: Any) -> str:
         if value is None:
