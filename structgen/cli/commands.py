@@ -104,6 +104,7 @@ def execute(run: Run, task: Task) -> None:
     structgen error leaves as a :class:`CliError` with its exit code (and, under ``--output
     json``, an ``{"error": ...}`` object on stdout)."""
     as_json = run.output == "json"
+    line = _Line()
     try:
         task.check()
         with Progress(enabled=progress_wanted(run.quiet)) as progress:
@@ -115,7 +116,7 @@ def execute(run: Run, task: Task) -> None:
             compiled = task.compile(gen)
             progress.stage("generating")
             if run.stream and streams():
-                result = _print_stream(task.generate(gen, compiled, True), progress, as_json)
+                result = _print_stream(task.generate(gen, compiled, True), progress, as_json, line)
             else:
                 result = task.generate(gen, compiled, False)
                 progress.stop()
@@ -131,12 +132,28 @@ def execute(run: Run, task: Task) -> None:
         else:
             write_text(task.plain(result) + "\n")
     except StructgenError as err:
-        raise _reported(as_cli_error(err), as_json) from err
+        raise _reported(as_cli_error(err), as_json, line) from err
     except CliError as err:
-        raise _reported(err, as_json) from None
+        raise _reported(err, as_json, line) from None
+    except KeyboardInterrupt:
+        line.close()
+        raise
 
 
-def _reported(error: CliError, as_json: bool) -> CliError:
+class _Line:
+    """Whether streamed text left stdout in the middle of a line (an error or an interrupt ends
+    it first, so the shell prompt and the next reader start on a line of their own)."""
+
+    open = False
+
+    def close(self) -> None:
+        if self.open:
+            write_text("\n")
+            self.open = False
+
+
+def _reported(error: CliError, as_json: bool, line: _Line) -> CliError:
+    line.close()
     if as_json:
         write_json_line(error_record(error))
     return error
@@ -156,7 +173,7 @@ def _generator(model: Any, tokenizer: Any, *, json_masks: bool) -> Any:
     return gen
 
 
-def _print_stream(items: Iterable[Any], progress: Progress, as_json: bool) -> Any:
+def _print_stream(items: Iterable[Any], progress: Progress, as_json: bool, line: _Line) -> Any:
     """Print a stream's chunks as they come (``--output json``: one ``{"chunk": ...}`` line
     each); return its last item, the result. A ``Retry`` (SQL: the attempt streamed so far was
     refused) ends the line and is reported: on stderr, or as a ``{"retry": ...}`` line."""
@@ -168,12 +185,13 @@ def _print_stream(items: Iterable[Any], progress: Progress, as_json: bool) -> An
                 write_json_line({"chunk": item})
             else:
                 write_text(item)
+                line.open = line.open or bool(item)
         elif _is_retry(item):
             if as_json:
                 write_json_line({"retry": {"attempt": item.attempt, "error": item.error}})
             else:
-                write_text("\n")
-                click.echo(f"structgen: attempt {item.attempt} refused ({item.error}); retrying", err=True)
+                line.close()
+                click.echo(f"structgen: retry {item.attempt}: the query was refused ({item.error})", err=True)
         else:
             result = item
     progress.stop()
