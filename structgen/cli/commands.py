@@ -187,6 +187,7 @@ def _print_stream(items: Iterable[Any], progress: Progress, as_json: bool, line:
                 write_text(item)
                 line.open = line.open or bool(item)
         elif _is_retry(item):
+            progress.stop()
             if as_json:
                 write_json_line({"retry": {"attempt": item.attempt, "error": item.error}})
             else:
