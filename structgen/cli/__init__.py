@@ -14,7 +14,7 @@ GRAMMAR_FILE [PROMPT]``, ``regex PATTERN [PROMPT]``, ``sql DATABASE [QUESTION]``
 TOOLS_FILE [PROMPT]``; a file may be ``-`` (stdin), and an omitted prompt is read from stdin.
 Options shared by all: ``--model DIR`` (a local transformers model directory; default the
 embedded SmolLM2-135M-Instruct), ``--max-new-tokens``, ``--temperature``, ``--seed``,
-``--no-speculate``, ``--stream``, ``--output text|json``, ``--quiet``; ``--system`` and
+``--no-speculate``, ``--threads``, ``--stream``, ``--output text|json``, ``--quiet``; ``--system`` and
 ``--messages FILE`` (chat messages instead of a plain prompt) where the task takes them.
 
 The result goes to stdout. ``--output json`` prints one JSON object (the value or text, the
@@ -26,7 +26,7 @@ Errors go to stderr as ``structgen: error: ...`` (no traceback), and the exit co
 kind (:mod:`structgen.cli.output`): 0 success, 2 usage error, 3 bad input (a schema, grammar,
 regex, tools, messages or database that is missing, unreadable or invalid; a prompt too long),
 4 generation did not complete (token budget, SQL retries), 5 the model could not be loaded,
-130 interrupted; 1 is a bug (its traceback is shown).
+130 interrupted, 141 stdout closed early (``| head``); 1 is a bug (its traceback is shown).
 
 A spinner on stderr names the stage (loading model, preparing vocabulary, compiling,
 generating) when stderr is a terminal; ``--quiet`` or a redirected stderr shows none.
