@@ -25,9 +25,10 @@ from structgen.engine.vocab import Vocabulary
 from structgen.errors import (BudgetExceededError, CompileError, DecodingError, GrammarError,
                               IncompleteGenerationError, MessagesError, ContextLengthError, ModelNotInstalledError, OptionError, ParseError,
                               RegexSyntaxError, SchemaError, SqlError, SqlGenerationError, StructgenError,
-                              ToolSpecError, UnsupportedFeatureError)
+                              TokenizerError, ToolSpecError, UnsupportedFeatureError)
 from structgen.frontends.sql import CompiledSql
 from structgen.frontends.tool_calls import FORMATS as TOOL_FORMATS, ToolFormat
+from structgen.tasks.jobs import Retry
 from structgen.tasks.sql import SqlAttempt, SqlResult
 from structgen.tasks.tool_calls import ToolCallResult
 from structgen.version import __version__ as __version__
@@ -52,6 +53,7 @@ __all__ = [
     "OptionError",
     "ParseError",
     "RegexSyntaxError",
+    "Retry",
     "SchemaError",
     "SqlAttempt",
     "SqlError",
@@ -59,6 +61,7 @@ __all__ = [
     "SqlResult",
     "StructgenError",
     "TextResult",
+    "TokenizerError",
     "TOOL_FORMATS",
     "ToolCallResult",
     "ToolFormat",

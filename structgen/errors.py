@@ -18,6 +18,7 @@ __all__ = [
     "GrammarError",
     "RegexSyntaxError",
     "CompileError",
+    "TokenizerError",
     "BudgetExceededError",
     "SqlError",
     "MessagesError",
@@ -118,6 +119,16 @@ class RegexSyntaxError(GrammarError):
 
 class CompileError(StructgenError):
     """A valid grammar could not be compiled (e.g. it recurses without consuming input)."""
+
+
+class TokenizerError(StructgenError, ValueError):
+    """A tokenizer whose tokens structgen cannot map to exact bytes (a WordPiece tokenizer's
+    ``##`` continuations, a SentencePiece model without byte fallback, ...). ``family`` names
+    what it is; the message says which families structgen reads and how to go on."""
+
+    def __init__(self, message: str, *, family: str) -> None:
+        super().__init__(message)
+        self.family = family
 
 
 class EmptyLanguageError(CompileError):

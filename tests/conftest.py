@@ -45,10 +45,13 @@ def gemma_tokenizer():
 
 @pytest.fixture(scope="session")
 def smollm2_model():
-    """``(model, tokenizer)`` for the default model, float32, eval mode. Mark users ``slow``."""
-    from structgen.decoding.models import load_default_model
+    """``(model, tokenizer)`` for the default model, float32, eval mode. Mark users ``slow``.
 
-    return load_default_model()
+    The process's shared default (``default_model``), so ``structgen.Generator()`` in a test
+    decodes with this very model, not a second copy; tests must not mutate it."""
+    from structgen.decoding.models import default_model
+
+    return default_model()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -31,9 +31,9 @@ The real default model
 A section whose code reaches the model (``Generator(``, ``generate_json(`` and the other
 ``generate_*``) is marked ``slow`` and runs on the model this test session already loaded: the
 conftest fixtures ``smollm2_model`` and ``generator`` are reused, never a second copy.
-``structgen.decoding.models.load_default_model`` is monkeypatched to return the session's
-``(model, tokenizer)``, so ``structgen.Generator()`` in a block wraps the loaded model (a
-Generator is cheap around a loaded model), and ``structgen.api.generator._DEFAULT`` — the
+``smollm2_model`` is the process's shared default (``structgen.decoding.models.default_model``),
+so ``structgen.Generator()`` in a block wraps the loaded model (a Generator is cheap around a
+loaded model); ``load_default_model`` is monkeypatched to return it too, and ``structgen.api.generator._DEFAULT`` — the
 Generator behind ``structgen.generate_*`` — is set to the session's ``generator``.
 ``PassCosts.measure`` is patched to return the default cost curve, as the ``generator``
 fixture does: measuring takes up to a minute on a loaded 2-core runner, and greedy output does

@@ -3,6 +3,11 @@
 Each uses the shared :class:`~structgen.engine.compiler.Compiler` of the tokenizer's vocabulary
 (:func:`~structgen.engine.compiler.compiler_for`), so compiling the same thing twice is a cache hit.
 
+A model's logits are often wider than its tokenizer (embedding rows padded to a multiple of 64 or
+128): pass ``vocab_size=`` (the logits width) or ``model=`` (the width is read from it), and the
+masks cover every logit, the padded ids never allowed. The same tokenizer at two widths gives two
+vocabularies, each with its own caches.
+
 Example
 -------
 >>> from structgen.engine.vocab import Vocabulary
@@ -19,9 +24,11 @@ import sqlite3
 from typing import Any
 
 from structgen.core.ir import Grammar
+from structgen.decoding.backend import logits_width
 from structgen.engine.compiled import CompiledGrammar
-from structgen.engine.compiler import Whitespace, compiler_for
-from structgen.engine.vocab import Vocabulary, vocabulary_for
+from structgen.engine.compiler import Compiler, Whitespace, compiler_for
+from structgen.engine.vocab import Vocabulary
+from structgen.errors import OptionError
 from structgen.frontends.sql import SQL_GRAMMAR, CompiledSql, compile_schema, read_schema
 from structgen.frontends.sql import Whitespace as SqlWhitespace
 
@@ -29,7 +36,7 @@ __all__ = ["compile_grammar", "compile_json_schema", "compile_regex", "compile_s
 
 
 def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any, *,
-                    start: str = "start") -> CompiledGrammar:
+                    start: str = "start", vocab_size: int | None = None, model: Any = None) -> CompiledGrammar:
     """Compile a context-free grammar (Lark-style EBNF) into a grammar over ``tokenizer``'s vocabulary.
 
     Parameters
@@ -42,6 +49,9 @@ def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any,
         A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
     start
         The start rule.
+    vocab_size, model
+        The width of the model's logits, or the model to read it from; see
+        :func:`compile_json_schema`.
 
     Raises
     ------
@@ -56,15 +66,16 @@ def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any,
     >>> all(m.advance(b) for b in b"1+22"), m.can_end(), m.advance(ord("+"))
     (True, True, True)
     """
-    return compiler_for(tokenizer).grammar_file(grammar, start=start)
+    return _compiler(tokenizer, vocab_size, model).grammar_file(grammar, start=start)
 
 
-def compile_regex(pattern: str, tokenizer: Any, *, ignore_case: bool = False,
-                  dotall: bool = False) -> CompiledGrammar:
+def compile_regex(pattern: str, tokenizer: Any, *, ignore_case: bool = False, dotall: bool = False,
+                  vocab_size: int | None = None, model: Any = None) -> CompiledGrammar:
     """Compile a regular expression (Python ``re`` dialect) that the whole output must match.
 
     See :mod:`structgen.frontends.regex.python` for what is supported; lookaround, backreferences, anchors
-    and word boundaries raise :class:`GrammarError`.
+    and word boundaries raise :class:`GrammarError`. ``vocab_size`` and ``model`` are as in
+    :func:`compile_json_schema`.
 
     Example
     -------
@@ -74,12 +85,13 @@ def compile_regex(pattern: str, tokenizer: Any, *, ignore_case: bool = False,
     >>> m.advance(ord("y")), m.forced_text()
     (True, 'es!')
     """
-    return compiler_for(tokenizer).regex(pattern, ignore_case=ignore_case, dotall=dotall)
+    return _compiler(tokenizer, vocab_size, model).regex(pattern, ignore_case=ignore_case, dotall=dotall)
 
 
 def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *,
                         whitespace: Whitespace = "flexible", strict: bool = False,
-                        canonical: bool = False, lenient: bool = False) -> CompiledGrammar:
+                        canonical: bool = False, lenient: bool = False,
+                        vocab_size: int | None = None, model: Any = None) -> CompiledGrammar:
     """Compile a JSON schema into a grammar over ``tokenizer``'s vocabulary.
 
     Parameters
@@ -104,11 +116,25 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     lenient
         Drop constraints of :data:`~structgen.frontends.json_schema.translate.LENIENT_KEYWORDS` that cannot be
         honoured instead of raising; each is recorded in ``relaxed``. Off by default.
+    vocab_size
+        The width of the model's logits (e.g. ``model.config.vocab_size`` or
+        ``model.get_output_embeddings().weight.shape[0]``) when it exceeds the tokenizer's
+        vocabulary (padded embedding rows); the masks are that wide, and rows past the
+        tokenizer's tokens are never allowed. ``None`` (default): the tokenizer's own size.
+    model
+        A transformers model to read that width from instead (its output layer's width, else
+        ``config.vocab_size``); its ``generation_config.eos_token_id`` ids also end a value, as
+        in :class:`~structgen.Generator`. Pass ``vocab_size`` or ``model``, not two widths.
 
     Raises
     ------
     UnsupportedFeatureError
         For a keyword the compiler cannot honour exactly, naming it and its JSON pointer.
+    OptionError
+        A ``vocab_size`` (or a model's width) smaller than the tokenizer's vocabulary.
+    TokenizerError
+        A tokenizer whose tokens cannot be mapped to bytes exactly (WordPiece, ...), naming
+        its family.
 
     Example
     -------
@@ -117,17 +143,26 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     >>> m = compile_json_schema({"enum": ["red", "green"]}, vocab, canonical=True).matcher()
     >>> m.advance(ord('"')), m.advance(ord("g")), m.forced_text()
     (True, True, 'reen"')
+
+    Logits wider than the vocabulary (here 320 for 257 tokens), from the width or the model:
+
+    >>> wide = compile_json_schema({"type": "boolean"}, vocab, vocab_size=320)
+    >>> wide.vocabulary.size, wide.matcher().mask_words().shape
+    (320, (10,))
+    >>> compiled = compile_json_schema(schema, tokenizer, model=model)   # doctest: +SKIP
     """
-    return compiler_for(tokenizer).json_schema(schema, whitespace=whitespace, strict=strict,
+    return _compiler(tokenizer, vocab_size, model).json_schema(schema, whitespace=whitespace, strict=strict,
                                                 canonical=canonical, lenient=lenient)
 
 
-def prepare_vocabulary(tokenizer: Any) -> Vocabulary:
+def prepare_vocabulary(tokenizer: Any, *, vocab_size: int | None = None, model: Any = None) -> Vocabulary:
     """Build a tokenizer's vocabulary and precompute the masks every JSON grammar shares.
 
     The token masks of shared primitives (the inside of a JSON string, numbers, whitespace) take
     the longest to compute; this computes them now, and they are cached on disk (see
     ``STRUCTGEN_CACHE_DIR``), so later processes and schemas only pay for what is theirs.
+    ``vocab_size`` and ``model`` are as in :func:`compile_json_schema` (prepare the vocabulary
+    you will compile with: each width has its own).
 
     Example
     -------
@@ -135,8 +170,10 @@ def prepare_vocabulary(tokenizer: Any) -> Vocabulary:
     >>> vocab = prepare_vocabulary(Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256]))
     >>> vocab.size
     257
+    >>> prepare_vocabulary(vocab, vocab_size=320).size
+    320
     """
-    vocab = vocabulary_for(tokenizer)
+    vocab = _compiler(tokenizer, vocab_size, model).vocabulary
     single = {data[0]: tid for tid, data in enumerate(vocab.tokens) if data and len(data) == 1}
     sample = {"k": ["s\u00e9", -1.5e3, 7, True, None, {}, []]}
     for whitespace, text in (("compact", json.dumps(sample, separators=(",", ":"))),
@@ -151,7 +188,8 @@ def prepare_vocabulary(tokenizer: Any) -> Vocabulary:
 
 def compile_sql(database: "str | os.PathLike[str] | sqlite3.Connection", tokenizer: Any, *,
                 strict: bool = False, whitespace: SqlWhitespace = "any",
-                grammar: "str | os.PathLike[str]" = SQL_GRAMMAR) -> CompiledSql:
+                grammar: "str | os.PathLike[str]" = SQL_GRAMMAR, vocab_size: int | None = None,
+                model: Any = None) -> CompiledSql:
     """Compile the SQLite query grammar for ``database``'s tables and columns over ``tokenizer``.
 
     Parameters
@@ -171,6 +209,9 @@ def compile_sql(database: "str | os.PathLike[str] | sqlite3.Connection", tokeniz
         (what generation uses, so a small model cannot wander off into blank lines).
     grammar
         The query grammar; its last two lines must be ``TABLE_NAME: NAME`` and ``COLUMN_NAME: NAME``.
+    vocab_size, model
+        The width of the model's logits, or the model to read it from; see
+        :func:`compile_json_schema`.
 
     Raises
     ------
@@ -182,5 +223,21 @@ def compile_sql(database: "str | os.PathLike[str] | sqlite3.Connection", tokeniz
     >>> compiled = compile_sql("examples/data/shop.sqlite", tokenizer, strict=True)  # doctest: +SKIP
     >>> compiled.matcher().advance(...)                                              # doctest: +SKIP
     """
-    return compile_schema(read_schema(database), compiler_for(tokenizer), strict=strict,
+    return compile_schema(read_schema(database), _compiler(tokenizer, vocab_size, model), strict=strict,
                           whitespace=whitespace, grammar=grammar)
+
+
+def _compiler(tokenizer: Any, vocab_size: Any, model: Any) -> Compiler:
+    """The shared compiler of ``tokenizer`` at the logits width given as ``vocab_size`` or read
+    from ``model`` (whose generation config's end-of-sequence ids join the tokenizer's)."""
+    if model is None:
+        return compiler_for(tokenizer, vocab_size=vocab_size)
+    width = logits_width(model)
+    if vocab_size is not None and vocab_size != width:
+        raise OptionError(f"vocab_size={vocab_size!r:.40} and model= disagree: the model's logits are {width} "
+                          "wide; pass one of them")
+    own = tokenizer.size if isinstance(tokenizer, Vocabulary) else getattr(tokenizer, "__len__", lambda: None)()
+    if own is not None and width < own:
+        raise OptionError(f"model= has logits {width} wide, fewer than the tokenizer's {own} tokens: is it "
+                          "the tokenizer of this model? (the logits need a column for every token id)")
+    return compiler_for(tokenizer, vocab_size=width, generation_config=getattr(model, "generation_config", None))

@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from structgen.decoding.config import DecodeConfig
@@ -27,7 +28,8 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
 from structgen.tasks.context import ModelContext
-from structgen.tasks.jobs import Job, run_job, run_jobs
+from structgen.api import streaming
+from structgen.tasks.jobs import Job, Listener, run_job, run_jobs
 from structgen.tasks.json_task import Whitespace, json_job, prompt_ids
 from structgen.tasks.results import JsonResult, TextResult
 from structgen.tasks.sql import SqlResult, sql_job
@@ -50,8 +52,10 @@ class Generator:
     Parameters
     ----------
     model, tokenizer
-        A transformers causal LM and its tokenizer; both ``None`` loads the embedded default,
-        SmolLM2-135M-Instruct (see :func:`structgen.decoding.models.load_default_model`).
+        A transformers causal LM and its tokenizer; both ``None``: the embedded default,
+        SmolLM2-135M-Instruct, loaded once per process and shared with ``generate_json`` and
+        every other ``Generator()`` (:func:`structgen.decoding.models.default_model`; do not
+        mutate ``gen.model`` then).
     device
         Where to run the model (e.g. ``"cpu"``, ``"cuda"``); default: where it is.
     pass_costs
@@ -98,9 +102,11 @@ class Generator:
         if model is None:
             if tokenizer is not None:
                 raise OptionError("pass a model with the tokenizer, or neither for the default model")
-            from structgen.decoding.models import load_default_model
+            from structgen.decoding.models import default_model, load_default_model
 
-            model, tokenizer = load_default_model()
+            # The process's shared default (one copy of the weights for every caller); a
+            # device move would change it for all of them, so that gets a copy of its own.
+            model, tokenizer = default_model() if device is None else load_default_model()
         elif tokenizer is None:
             raise OptionError("a tokenizer is needed with the model")
         if device is not None:
@@ -142,30 +148,35 @@ class Generator:
         self.context.pass_costs = PassCosts.measure_surface(self.model, **options)
         return self.context.pass_costs
 
-    def prompt_ids(self, schema: Any, prompt: str, *, include_schema: bool = True, raw: bool = False) -> list[int]:
+    def prompt_ids(self, schema: Any, prompt: Any, *, include_schema: bool = True, raw: bool = False) -> list[int]:
         """The token ids fed to the model: the chat template (when the tokenizer has one) around
-        the prompt, with the schema shown in the message unless ``include_schema=False``;
-        ``raw=True`` encodes the prompt as it is."""
+        the prompt (text, or chat messages), with the schema shown after the user's last turn
+        unless ``include_schema=False``; ``raw=True`` encodes a prompt string as it is."""
         return prompt_ids(self.context, schema, prompt, include_schema=include_schema, raw=raw)
 
-    def chat_ids(self, content: str) -> list[int]:
-        """``content`` as the user's turn of the chat template (plain text without one)."""
-        return self.context.chat_ids(content)
+    def chat_ids(self, prompt: Any) -> list[int]:
+        """``prompt`` (the user's text, or chat messages) in the chat template, up to where the
+        assistant's answer starts (the turns' texts without a template)."""
+        return self.context.chat_ids(prompt)
 
-    def json(self, schema: Any, prompt: "str | Sequence[str]", *, max_new_tokens: int = 256, temperature: float = 0.0,
+    def json(self, schema: Any, prompt: "str | Sequence[Any]", *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
              whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
-             raw: bool = False, lenient: bool = False) -> Any:
+             raw: bool = False, lenient: bool = False, stream: bool = False) -> Any:
         """Generate one JSON value that validates against ``schema`` (or, given lists, one per row).
 
         Parameters
         ----------
         schema
-            A JSON schema (dict or JSON text) or a Pydantic model class; a list of them decodes
-            a batch (see the class notes).
+            A JSON schema (dict or JSON text), an OpenAI ``response_format`` (``{"type":
+            "json_schema", "json_schema": {"name": ..., "schema": {...}}}`` or ``{"type":
+            "json_object"}``) or a Pydantic model class; a list of them decodes a batch (see
+            the class notes).
         prompt
-            The user's request; see :meth:`prompt_ids` for how it reaches the model. A list
-            decodes a batch.
+            The user's request, or a conversation: OpenAI-style messages (``system``, ``user``,
+            ``assistant`` turns; the schema is shown after the last user turn); see
+            :meth:`prompt_ids` for how it reaches the model. A list of prompts (or of
+            conversations) decodes a batch.
         max_new_tokens
             Token budget; running out raises :class:`~structgen.IncompleteGenerationError`.
         temperature, top_p, top_k, seed
@@ -180,6 +191,9 @@ class Generator:
             spelled canonically); see :func:`~structgen.compile_json_schema`. Under
             ``lenient=True`` the result lists what was relaxed and whether the value still
             validates.
+        stream
+            Return an iterator instead: the value's text as it is accepted (``str`` chunks; a
+            drafted run arrives as one), then the result (:mod:`structgen.api.streaming`).
 
         Returns
         -------
@@ -199,7 +213,7 @@ class Generator:
                               seed=seed, speculate=speculate)
         return self._run(lambda one_schema, one_prompt: json_job(
             self.context, one_schema, one_prompt, config, whitespace=whitespace, strict=strict,
-            include_schema=include_schema, raw=raw, lenient=lenient), schema=schema, prompt=prompt)
+            include_schema=include_schema, raw=raw, lenient=lenient), stream, schema=schema, prompt=prompt)
 
     def grammar(self, grammar: Any, prompt: str, *, start: str = "start", **options: Any) -> TextResult:
         """Generate text in the language of a Lark-style grammar (text, path or IR).
@@ -228,11 +242,11 @@ class Generator:
 
     def text(self, compiled: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
-             raw: bool = False) -> TextResult:
+             raw: bool = False, stream: bool = False) -> TextResult:
         """Generate text under a compiled grammar (:class:`~structgen.CompiledGrammar`).
 
-        ``prompt`` is the user's turn of the chat template (``raw=True``: encoded as it is).
-        The other options are those of :meth:`json`. Decoding ends when the model ends it where
+        ``prompt`` is the user's turn of the chat template, or chat messages (``raw=True``:
+        a string encoded as it is). The other options are those of :meth:`json`. Decoding ends when the model ends it where
         the grammar may end, or when the grammar allows nothing more.
 
         Raises
@@ -245,7 +259,7 @@ class Generator:
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate)
         return self._run(lambda one, one_prompt: text_job(self.context, one, one_prompt, config, raw=raw),
-                         compiled=compiled, prompt=prompt)
+                         stream, compiled=compiled, prompt=prompt)
 
     def _text(self, compile: Callable[[Any], Any], source: Any, prompt: Any, options: dict[str, Any]) -> Any:
         """:meth:`text` under what ``compile(source)`` gives; for a batch each row compiles in
@@ -258,7 +272,8 @@ class Generator:
     def sql(self, question: str, database: "str | os.PathLike[str] | sqlite3.Connection", *,
             execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256, max_rows: int = 1000,
             time_limit: float = 10.0, temperature: float = 0.0, retry_temperature: float = 0.8,
-            seed: int | None = None, speculate: bool | tuple[str, ...] = True, strict: bool = True) -> SqlResult:
+            seed: int | None = None, speculate: bool | tuple[str, ...] = True, strict: bool = True,
+            stream: bool = False) -> SqlResult:
         """Write a SQLite query that answers ``question`` on ``database``, and check that it runs.
 
         The model sees the schema (DDL) and the question; decoding follows the SQL grammar
@@ -270,7 +285,8 @@ class Generator:
         otherwise it samples again at ``retry_temperature``. At most ``max_retries`` retries.
 
         ``database`` is a path or a ``sqlite3.Connection``; it is only read
-        (:class:`structgen.frontends.sql.ReadOnly`). The other options are those of :meth:`json`.
+        (:class:`structgen.frontends.sql.ReadOnly`). The other options are those of :meth:`json`;
+        a stream yields a :class:`~structgen.Retry` before each retry's text.
 
         Raises
         ------
@@ -292,13 +308,14 @@ class Generator:
         return self._run(lambda one_question, one_database: sql_job(
             self.context, one_question, one_database, config, execute=execute, max_retries=max_retries,
             max_rows=max_rows, time_limit=time_limit, retry_temperature=retry_temperature, strict=strict),
-            question=question, database=database)
+            stream, question=question, database=database)
 
     def tool_calls(self, tools: list[dict[str, Any]], messages: list[dict[str, Any]], *,
                    tool_choice: Any = "auto", parallel_tool_calls: bool = True,
                    format: "str | ToolFormat | None" = None, strict: bool = True, max_new_tokens: int = 256,
                    temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                   speculate: bool | tuple[str, ...] = True, stop_repeated_calls: bool = True) -> ToolCallResult:
+                   speculate: bool | tuple[str, ...] = True, stop_repeated_calls: bool = True,
+                   stream: bool = False) -> ToolCallResult:
         """The assistant's next turn: text, tool calls, or both, with arguments that validate.
 
         Parameters
@@ -325,8 +342,8 @@ class Generator:
             Objects in the arguments take only the keys they declare unless they say
             ``additionalProperties`` (default, as OpenAI's strict mode; an object that declares
             no keys stays free-form); ``False``: JSON Schema's open objects.
-        max_new_tokens, temperature, top_p, top_k, seed, speculate
-            As in :meth:`json`.
+        max_new_tokens, temperature, top_p, top_k, seed, speculate, stream
+            As in :meth:`json` (a stream yields the turn's raw text, calls in the format's markup).
         stop_repeated_calls
             End the answer before a call identical to an earlier one (name and arguments), the
             loop small models fall into when parallel calls are allowed (default); the result's
@@ -367,22 +384,36 @@ class Generator:
             self.context, one_tools, one_messages, config, tool_choice=tool_choice,
             parallel_tool_calls=parallel_tool_calls, format=format, strict=strict,
             stop_repeated_calls=stop_repeated_calls),
-            tools=_Rows(tools) if per_row_tools else tools, messages=_Rows(messages) if conversations else messages,
+            stream, tools=_Rows(tools) if per_row_tools else tools, messages=_Rows(messages) if conversations else messages,
             batch=conversations)
 
-    def _run(self, make: "Callable[..., Job[Any]]", batch: bool | None = None, **arguments: Any) -> Any:
+    def _run(self, make: "Callable[..., Job[Any]]", stream: bool = False, batch: bool | None = None,
+             **arguments: Any) -> Any:
         """One job from ``arguments``, or, when one of them is a batch (a list; a ``_Rows``), a
-        job per row, run together (:func:`structgen.tasks.jobs.run_jobs`)."""
+        job per row, run together (:func:`structgen.tasks.jobs.run_jobs`); ``stream=True``:
+        an iterator of their text, then the result (:mod:`structgen.api.streaming`)."""
+        if not isinstance(stream, bool):
+            raise OptionError(f"stream is True or False, not {stream!r}")
+        arguments = {name: _Single(value) if name == "prompt" and _is_conversation(value) else value
+                     for name, value in arguments.items()}
         lists = {name: list(value) for name, value in arguments.items()
                  if (_is_batch(value) if batch is None else isinstance(value, _Rows))}
-        if not lists:
-            return run_job(self.context, make(*(_resolved(v) for v in arguments.values())))
         lengths = {name: len(value) for name, value in lists.items()}
         if len(set(lengths.values())) > 1:
             raise OptionError(f"the lists of a batch must have one length, not {lengths}")
-        n = next(iter(lengths.values()))
-        rows = [[lists[name][i] if name in lists else value for name, value in arguments.items()] for i in range(n)]
-        return run_jobs(self.context, [_deferring(make, row) for row in rows])
+        if not lists:
+            def run(listener: "Listener | None" = None) -> Any:
+                return run_job(self.context, make(*(_resolved(v) for v in arguments.values())), listener)
+        else:
+            n = next(iter(lengths.values()))
+            rows = [[lists[name][i] if name in lists else value for name, value in arguments.items()]
+                    for i in range(n)]
+
+            def run(listener: "Listener | None" = None) -> Any:
+                return run_jobs(self.context, [_deferring(make, row) for row in rows], listener)
+        if stream:
+            return streaming.stream(run, self.vocabulary, batch=bool(lists))
+        return run()
 
 
 class _Rows(list):
@@ -409,7 +440,21 @@ def _is_conversations(messages: Any) -> bool:
     return isinstance(messages, (list, tuple)) and bool(messages) and all(isinstance(m, (list, tuple)) for m in messages)
 
 
+class _Single:
+    """One argument that is a list but not a batch: a conversation given as the prompt."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _is_conversation(prompt: Any) -> bool:
+    """Chat messages (a list of dicts) given as one prompt, not a batch of prompts."""
+    return isinstance(prompt, (list, tuple)) and bool(prompt) and all(isinstance(m, dict) for m in prompt)
+
+
 def _resolved(value: Any) -> Any:
+    if isinstance(value, _Single):
+        return value.value
     return value() if isinstance(value, _Deferred) else value
 
 
@@ -435,10 +480,16 @@ def generate_json(schema: Any, prompt: str, **options: Any) -> Any:
     return _pick(_default().json(schema, prompt, **options), "value")
 
 
+_DEFAULT_LOCK = threading.Lock()
+
+
 def _default() -> Generator:
+    """The Generator behind ``generate_*``: on the shared default model, made once (thread-safe)."""
     global _DEFAULT
     if _DEFAULT is None:
-        _DEFAULT = Generator()
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = Generator()
     return _DEFAULT
 
 

@@ -73,13 +73,21 @@ class ModelBackend(Protocol):
 
 def logits_width(model: Any) -> int:
     """How many logits ``model`` writes per position: its output layer's width (which may
-    exceed the tokenizer's vocabulary), else ``config.vocab_size``."""
-    head = model.get_output_embeddings()
+    exceed the tokenizer's vocabulary), else ``config.vocab_size``. Anything with neither is an
+    :class:`~structgen.errors.OptionError`."""
+    get_head = getattr(model, "get_output_embeddings", None)
+    head = get_head() if callable(get_head) else None
     width = getattr(head, "out_features", None)  # nn.Linear, and its quantized forms
     if width is None and head is not None:
         shape = getattr(getattr(head, "weight", None), "shape", None)
         width = shape[0] if shape is not None else None
-    return int(width) if width is not None else int(model.config.vocab_size)
+    if width is None:
+        width = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(width, bool) or not hasattr(width, "__index__"):
+        raise OptionError(f"model must be a transformers model with an output layer "
+                          f"(get_output_embeddings()) or a config.vocab_size, not {type(model).__name__} "
+                          f"({model!r:.80})")
+    return int(width)
 
 
 def rollback_refusal(model: Any) -> str:

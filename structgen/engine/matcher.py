@@ -156,10 +156,22 @@ class Matcher:
 
         Anything else (another dtype, shape or type, a row ``index`` out of range, a row
         narrower than the vocabulary's words) is an :class:`OptionError` saying what is expected;
-        a wider row gets zeros past the vocabulary.
+        a wider row (logits wider than the compiled vocabulary) gets zeros past the vocabulary,
+        so those ids are never allowed. To compile for a model whose logits are wider than its
+        tokenizer, pass ``vocab_size=`` or ``model=`` to the ``compile_*`` functions.
+
+        Example
+        -------
+        >>> import numpy as np, structgen
+        >>> vocab = structgen.Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+        >>> m = structgen.compile_regex("[0-9]", vocab).matcher()
+        >>> buf = np.full((2, 10), -1, dtype=np.int32)     # 320 columns, wider than 257 tokens
+        >>> m.fill_bitmask(buf, 1)
+        >>> int(buf[1, 1]) == 0x03FF0000, int(buf[1, 9]), int(buf[0, 0])   # '0'..'9': bits 48-57
+        (True, 0, -1)
         """
         words = self.mask_words().view(np.int32)
-        row = _bitmask_row(bitmask, index, len(words))
+        row = _bitmask_row(bitmask, index, len(words), self._vocab.size)
         if isinstance(row, np.ndarray):
             np.copyto(row[: len(words)], words)
             row[len(words):] = 0
@@ -222,7 +234,7 @@ _BITMASK_HELP = ("an int32 numpy array or torch tensor of shape (words,) or (bat
                  "words = ceil(vocabulary size / 32)")
 
 
-def _bitmask_row(bitmask: Any, index: Any, words: int) -> Any:
+def _bitmask_row(bitmask: Any, index: Any, words: int, vocab_size: int) -> Any:
     """Row ``index`` of ``bitmask`` after checking it is what :meth:`Matcher.fill_bitmask` writes."""
     dtype = str(getattr(bitmask, "dtype", ""))
     shape = tuple(getattr(bitmask, "shape", ()))
@@ -230,8 +242,13 @@ def _bitmask_row(bitmask: Any, index: Any, words: int) -> Any:
         raise OptionError(f"fill_bitmask() needs {_BITMASK_HELP}; got {type(bitmask).__name__}")
     if dtype not in ("int32", "torch.int32"):
         raise OptionError(f"fill_bitmask() needs {_BITMASK_HELP}; got dtype {dtype}")
-    if len(shape) not in (1, 2) or shape[-1] < words:
+    if len(shape) not in (1, 2):
         raise OptionError(f"fill_bitmask() needs {_BITMASK_HELP} (words = {words} here); got shape {shape}")
+    if shape[-1] < words:  # a bitmask sized for narrower logits than the compiled vocabulary
+        raise OptionError(f"fill_bitmask(): the bitmask has shape {shape}, {shape[-1]} words (tokens up to "
+                          f"{shape[-1] * 32}), but the grammar was compiled for {vocab_size} tokens, which "
+                          f"need {words} words; allocate ceil({vocab_size} / 32) = {words} words per row (or "
+                          "more: the extra columns are written as disallowed)")
     if len(shape) == 1:
         return bitmask
     if isinstance(index, (bool, np.bool_)) or not hasattr(index, "__index__") \

@@ -7,7 +7,11 @@ The grammar engine reads bytes, so every token id maps to the bytes it stands fo
 * SentencePiece (e.g. Gemma): ``▁`` is a space and ``<0xNN>`` is the raw byte ``NN``;
 * added tokens that are plain text stay text; special tokens (control tokens, chat markers,
   Gemma's thousands of ``<unused>`` slots) map to ``None`` and never match grammar text;
-* ids between ``len(tokenizer)`` and the model's logits width are ``None`` too.
+* ids between ``len(tokenizer)`` and the model's logits width are ``None`` too;
+* any other family (WordPiece's ``##`` continuations, WordLevel, Unigram or BPE without byte
+  fallback, character-level vocabularies) is refused with a
+  :class:`~structgen.errors.TokenizerError` naming it, never read into wrong bytes; a sample of
+  tokens is also checked against the tokenizer's own decoding.
 
 Example
 -------
@@ -28,7 +32,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from structgen.engine.lru import LRUCache
-from structgen.errors import OptionError
+from structgen.errors import OptionError, TokenizerError
 
 __all__ = ["Vocabulary", "TokenIndex", "vocabulary_for"]
 
@@ -169,14 +173,15 @@ class Vocabulary:
 
         ``vocab_size`` is the model's logits width when it exceeds ``len(tokenizer)``;
         ``generation_config`` adds its ``eos_token_id`` (an int or a list) to the EOS set.
+
+        Two families map to bytes exactly: byte-level BPE and SentencePiece with byte fallback.
+        Any other (WordPiece, WordLevel, Unigram or BPE without byte fallback, ...) raises
+        :class:`~structgen.errors.TokenizerError` naming it, and so does a tokenizer whose own
+        decoding of a sample of tokens disagrees with the bytes read here.
         """
         n = len(tokenizer)
         pieces = tokenizer.convert_ids_to_tokens(list(range(n)))
-        decoder = ""
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        if backend is not None and backend.decoder is not None:
-            decoder = repr(backend.decoder)
-        byte_level = "ByteLevel" in decoder or (not decoder and any(p and "Ġ" in p for p in pieces[:5000]))
+        byte_level = _family(tokenizer, pieces) == BYTE_LEVEL
         special = set(getattr(tokenizer, "all_special_ids", []) or [])
         added_text: dict[int, str] = {}
         for tid, tok in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items():
@@ -197,12 +202,11 @@ class Vocabulary:
                 tokens.append(_byte_level_bytes(piece))
             else:
                 tokens.append(_sentencepiece_bytes(piece))
+        _check_decodes(tokenizer, tokens, skip=special | set(added_text))
         eos = set(eos_ids)
         if tokenizer.eos_token_id is not None:
             eos.add(int(tokenizer.eos_token_id))
-        if generation_config is not None:
-            g = getattr(generation_config, "eos_token_id", None)
-            eos.update([g] if isinstance(g, int) else list(g or []))
+        eos |= _generation_eos(generation_config)
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         return cls(tokens, eos_ids=eos, size=vocab_size, name=str(name))
 
@@ -250,6 +254,119 @@ def _checked_eos_ids(eos_ids: Any) -> frozenset[int]:
     return frozenset(out)
 
 
+#: The tokenizer families :meth:`Vocabulary.from_tokenizer` reads.
+BYTE_LEVEL = "byte-level BPE"
+BYTE_FALLBACK = "SentencePiece with byte fallback"
+_READS = (f"structgen reads {BYTE_LEVEL} (GPT-2's byte-to-unicode tokens: SmolLM2, Llama 3, Qwen, ...) and "
+          f"{BYTE_FALLBACK} ('\u2581' for a space, <0xNN> byte pieces: Gemma, Llama 2, Mistral, ...)")
+_BYTE_PIECES = frozenset(f"<0x{b:02X}>" for b in range(256))
+
+
+def _family(tokenizer: Any, pieces: "list[str | None]") -> str:
+    """:data:`BYTE_LEVEL` or :data:`BYTE_FALLBACK`, read from the fast tokenizer's model and
+    decoder (a slow one: from its pieces); any other family is a :class:`TokenizerError`."""
+    has_byte_pieces = _BYTE_PIECES <= set(pieces)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:  # a slow tokenizer: only its pieces tell
+        if has_byte_pieces:
+            return BYTE_FALLBACK
+        sample = [p for p in pieces[:5000] if p]
+        if any("Ġ" in p for p in sample):  # 'Ġ', GPT-2's space
+            return BYTE_LEVEL
+        if sum(p.startswith("##") for p in sample) > len(sample) // 100:
+            raise _refused(tokenizer, _WORDPIECE)
+        if any("▁" in p for p in sample):
+            raise _refused(tokenizer, "SentencePiece without byte fallback",
+                           "text outside its pieces becomes <unk>, which stands for no bytes")
+        raise _refused(tokenizer, f"{type(tokenizer).__name__} (no byte-level map, no byte pieces)",
+                       "its pieces have no known mapping to bytes")
+    model = backend.model
+    kind = type(model).__name__
+    decoder = repr(backend.decoder) if backend.decoder is not None else ""
+    if kind == "WordPiece":
+        raise _refused(tokenizer, _WORDPIECE)
+    if kind == "WordLevel":
+        raise _refused(tokenizer, "WordLevel (one token per word or character, no byte mapping)",
+                       "a word or character outside the vocabulary becomes <unk>, which stands for no bytes")
+    affixes = [a for a in (getattr(model, "continuing_subword_prefix", None),
+                           getattr(model, "end_of_word_suffix", None)) if a]
+    if affixes:  # CLIP's '</w>', a '##' BPE: the pieces carry text that decoding drops
+        raise _refused(tokenizer, f"{kind} with subword markers {affixes}",
+                       "its pieces carry markers that decoding removes")
+    if "ByteLevel" in decoder or (not decoder and any(p and "\u0120" in p for p in pieces[:5000])):
+        return BYTE_LEVEL
+    if has_byte_pieces and _byte_fallback(backend) and (not decoder or "ByteFallback" in decoder):
+        return BYTE_FALLBACK  # (without a decoder, the decode check below has the last word)
+    if kind == "Unigram":
+        raise _refused(tokenizer, "Unigram (SentencePiece) without byte fallback",
+                       "text outside its pieces becomes <unk>, which stands for no bytes")
+    raise _refused(tokenizer, f"{kind} without a byte-level decoder or byte fallback (decoder: "
+                   f"{decoder[:60] or 'none'})", "its pieces have no exact mapping to bytes")
+
+
+_WORDPIECE = "WordPiece (BERT-style '##' continuations)"
+
+
+def _byte_fallback(backend: Any) -> bool:
+    """Whether the backend's model falls back to <0xNN> byte pieces (a BPE says so; a Unigram
+    only in its JSON)."""
+    flag = getattr(backend.model, "byte_fallback", None)
+    if flag is None:
+        import json
+
+        flag = json.loads(backend.to_str()).get("model", {}).get("byte_fallback", False)
+    return bool(flag)
+
+
+def _refused(tokenizer: Any, family: str, why: str = "decoding joins pieces in a way that bytes "
+             "per token cannot express") -> TokenizerError:
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    return TokenizerError(f"structgen cannot read tokenizer {str(name)!r:.120}: it is {family}, and {why}, "
+                          f"so grammar masks over it would be wrong. {_READS}. For another tokenizer, "
+                          "build a structgen.Vocabulary from each token's exact bytes and pass it "
+                          "in place of the tokenizer.", family=family)
+
+
+#: Tokens whose bytes are checked against the tokenizer's own decoding (a sample, spread over the ids).
+DECODE_SAMPLE = 512
+
+
+def _check_decodes(tokenizer: Any, tokens: "list[bytes | None]", *, skip: set[int]) -> None:
+    """Decode a sample of tokens with the tokenizer itself and compare with ``tokens``: a family
+    that slipped through :func:`_family` (or a decoder that edits text) shows up here.
+
+    Each token is decoded after an anchor token (a letter), so a decoder that strips the first
+    space of the text (Llama 2's) does not count as a disagreement.
+    """
+    anchor = next((i for i, t in enumerate(tokens) if t is not None and i not in skip
+                   and len(t) == 1 and t.isalpha()), None)
+    if anchor is None or not hasattr(tokenizer, "batch_decode"):
+        return
+    step = max(1, len(tokens) // DECODE_SAMPLE)
+    sample: list[tuple[int, str]] = []
+    for tid in range(0, len(tokens), step):
+        data = tokens[tid]
+        if data is None or tid in skip:
+            continue
+        try:  # a token that is part of a character cannot be compared as text
+            sample.append((tid, data.decode("utf-8")))
+        except UnicodeDecodeError:
+            continue
+    if not sample:
+        return
+    head = tokens[anchor].decode()
+    try:
+        texts = tokenizer.batch_decode([[anchor, tid] for tid, _ in sample], skip_special_tokens=False,
+                                       clean_up_tokenization_spaces=False)
+    except (TypeError, ValueError, KeyError, IndexError):  # it cannot decode plain ids: nothing to compare
+        return
+    for (tid, text), got in zip(sample, texts):
+        if got != head + text:
+            raise _refused(tokenizer, "a tokenizer whose decoding disagrees with its pieces",
+                           f"token {tid} reads as {text!r:.40} but decodes as {got[len(head):]!r:.40}"
+                           f" (after {head!r})")
+
+
 def _byte_level_bytes(piece: str) -> bytes:
     try:
         return bytes(_GPT2[c] for c in piece)
@@ -275,29 +392,75 @@ def ids_to_mask(ids: "Iterable[int] | np.ndarray", words: int) -> np.ndarray:
     return out
 
 
-_BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, Vocabulary]" = weakref.WeakKeyDictionary()
+#: Vocabularies built per tokenizer object, by (logits width, end-of-sequence ids added).
+_BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, dict[tuple[int, frozenset[int]], Vocabulary]]" = \
+    weakref.WeakKeyDictionary()
 
 
-def vocabulary_for(tokenizer: Any, **options: Any) -> Vocabulary:
-    """The :class:`Vocabulary` of a tokenizer, built once per tokenizer object.
+def vocabulary_for(tokenizer: Any, *, vocab_size: int | None = None,
+                   generation_config: Any = None) -> Vocabulary:
+    """The :class:`Vocabulary` of a tokenizer, built once per tokenizer object and logits width.
 
-    A :class:`Vocabulary` passes through unchanged.
+    Parameters
+    ----------
+    tokenizer
+        A Hugging Face tokenizer, or a :class:`Vocabulary` (returned as it is when the options
+        ask for nothing it lacks).
+    vocab_size
+        The width of the model's logits (e.g. ``model.get_output_embeddings().weight.shape[0]``),
+        which may exceed the tokenizer's vocabulary (padded embedding rows); ids past the
+        tokenizer's tokens are never allowed. ``None``: the tokenizer's own size. A width smaller
+        than the vocabulary is an :class:`~structgen.errors.OptionError`.
+    generation_config
+        Adds its ``eos_token_id`` (an int or a list) to the end-of-sequence ids.
+
+    Example
+    -------
+    >>> v = Vocabulary([b"a", b"b", None], eos_ids=[2])
+    >>> vocabulary_for(v) is v, vocabulary_for(v, vocab_size=64).size
+    (True, 64)
+    >>> vocabulary_for(v, vocab_size=64) is vocabulary_for(v, vocab_size=64)
+    True
     """
-    if isinstance(tokenizer, Vocabulary):
-        return tokenizer
-    if not (hasattr(tokenizer, "__len__") and hasattr(tokenizer, "convert_ids_to_tokens")):
+    is_vocab = isinstance(tokenizer, Vocabulary)
+    if not is_vocab and not (hasattr(tokenizer, "__len__") and hasattr(tokenizer, "convert_ids_to_tokens")):
         raise OptionError(f"tokenizer must be a Hugging Face tokenizer or a structgen.Vocabulary, "
                           f"not {type(tokenizer).__name__} ({tokenizer!r:.80})")
-    if options:
-        return Vocabulary.from_tokenizer(tokenizer, **options)
+    own = tokenizer.size if is_vocab else len(tokenizer)
+    width = own if vocab_size is None else _checked_width(vocab_size, own)
+    extra = _generation_eos(generation_config)
+    if is_vocab and width == tokenizer.size and extra <= tokenizer.eos_ids:
+        return tokenizer
     try:
-        vocab = _BY_TOKENIZER.get(tokenizer)
-    except TypeError:
-        vocab = None
+        built = _BY_TOKENIZER.setdefault(tokenizer, {})
+    except TypeError:  # not weakly referable: built each time
+        built = {}
+    key = (width, extra)
+    vocab = built.get(key)
     if vocab is None:
-        vocab = Vocabulary.from_tokenizer(tokenizer)
-        try:
-            _BY_TOKENIZER[tokenizer] = vocab
-        except TypeError:
-            pass
+        if is_vocab:
+            vocab = Vocabulary(tokenizer.tokens, eos_ids=tokenizer.eos_ids | extra, size=width,
+                               name=tokenizer.name)
+        else:
+            vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=width, eos_ids=extra)
+        built[key] = vocab
     return vocab
+
+
+def _checked_width(vocab_size: Any, own: int) -> int:
+    """``vocab_size`` (a logits width) checked against the ``own`` tokens of the tokenizer."""
+    if isinstance(vocab_size, (bool, np.bool_)) or not hasattr(vocab_size, "__index__"):
+        raise OptionError(f"vocab_size must be an integer (the width of the model's logits) or None, "
+                          f"not {vocab_size!r:.80} ({type(vocab_size).__name__})")
+    width = vocab_size.__index__()
+    if width < own:
+        raise OptionError(f"vocab_size={width} is smaller than the tokenizer's vocabulary ({own} tokens): the "
+                          "logits need a column for every token id; pass the model's logits width "
+                          "(model.get_output_embeddings().weight.shape[0], or model.config.vocab_size)")
+    return width
+
+
+def _generation_eos(generation_config: Any) -> frozenset[int]:
+    """The end-of-sequence ids a generation config names (an int, a list or None)."""
+    g = getattr(generation_config, "eos_token_id", None)
+    return _checked_eos_ids([g] if hasattr(g, "__index__") else list(g or []))

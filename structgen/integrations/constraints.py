@@ -40,10 +40,10 @@ from typing import Any
 
 from structgen.api.compile import compile_sql
 from structgen.engine.compiled import CompiledGrammar
-from structgen.engine.compiler import compiler_for
+from structgen.engine.compiler import compiler_for, response_format_schema
 from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import Vocabulary
-from structgen.errors import OptionError
+from structgen.errors import OptionError, SchemaError
 from structgen.frontends.tool_calls import FORMATS, ToolFormat, read_tool_choice, read_tools, tool_call_grammar
 from structgen.tasks.tool_calls import read_format, template_format
 
@@ -135,14 +135,10 @@ def _response_format_schema(response_format: Any) -> Any:
             response_format = json.loads(response_format)
         except json.JSONDecodeError as err:
             raise OptionError(f"response_format is text but not JSON: {err}") from err
-    kind = response_format.get("type") if isinstance(response_format, dict) else None
-    if kind == "json_object":
-        return {"type": "object"}
-    body = response_format.get("json_schema") if kind == "json_schema" else None
-    if not isinstance(body, dict) or "schema" not in body:
-        raise OptionError('response_format must be {"type": "json_schema", "json_schema": {"schema": {...}}} '
-                          'or {"type": "json_object"}')
-    return body["schema"]
+    try:
+        return response_format_schema(response_format)
+    except SchemaError as err:
+        raise OptionError(str(err)) from err
 
 
 # One process compiles a constraint once per vocabulary (the compiler caches grammars too; this

@@ -33,6 +33,7 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
+from structgen.tasks.chat import chat_messages
 
 __all__ = ["ModelContext"]
 
@@ -140,12 +141,16 @@ class ModelContext:
         """``text`` as token ids, as it is (no special tokens added)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def chat_ids(self, content: str) -> list[int]:
-        """``content`` as the user's turn of the chat template (plain text without one)."""
+    def chat_ids(self, prompt: Any) -> list[int]:
+        """``prompt`` as the chat template's turns, ending where the assistant's answer starts:
+        a string is the user's turn; OpenAI-style messages keep their ``system``, ``user`` and
+        ``assistant`` turns (:func:`~structgen.tasks.chat.chat_messages`). Without a chat
+        template, the turns' texts joined by blank lines."""
+        messages = chat_messages(prompt)
         if not getattr(self.tokenizer, "chat_template", None):
-            return list(self.tokenizer.encode(content, add_special_tokens=True))
-        encoded = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
-                                                     add_generation_prompt=True, tokenize=True)
+            text = "\n\n".join(m["content"] for m in messages)
+            return list(self.tokenizer.encode(text, add_special_tokens=True))
+        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
         return list(ids)
 

@@ -35,7 +35,7 @@ from structgen.engine.matcher import Matcher
 if TYPE_CHECKING:
     from structgen.tasks.context import ModelContext
 
-__all__ = ["Decode", "Job", "run_job", "run_jobs"]
+__all__ = ["Decode", "Job", "Listener", "Retry", "run_job", "run_jobs"]
 
 R = TypeVar("R")
 
@@ -49,29 +49,67 @@ class Decode:
     config: DecodeConfig
     banned_first: Collection[int] = ()
     stop: Callable[[list[int]], bool] | None = None
+    #: for a stream: the output tokens before this decoding's own (a retry resumed past them)
+    output_prefix: Sequence[int] = ()
+    #: for a stream: why the job's previous decoding was refused (this one replaces it)
+    retry_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """In a stream: the text streamed so far was refused and decoding starts again; what
+    follows is the new attempt's text from its start.
+
+    Attributes
+    ----------
+    attempt
+        The attempt that starts now (1 is the first retry).
+    error
+        Why the previous attempt was refused (e.g. SQLite's error for the query).
+    """
+
+    attempt: int
+    error: str
+
+
+#: Told of a job's progress while it decodes: ``(job index, new token ids)``, or ``(job index,
+#: Retry)`` when a job asks for another decoding of the same output.
+Listener = Callable[[int, "list[int] | Retry"], None]
 
 
 #: A task's generator: yields decodings, receives (token ids, finish, stats), returns a result.
 Job = Generator[Decode, "tuple[list[int], Finish, GenerationStats]", R]
 
 
-def run_job(context: "ModelContext", job: "Job[R]") -> R:
+def run_job(context: "ModelContext", job: "Job[R]", listener: Listener | None = None) -> R:
     """Run one job; its exception is raised."""
-    (result,) = run_jobs(context, [job])
+    (result,) = run_jobs(context, [job], listener)
     if isinstance(result, Exception):
         raise result
     return result
 
 
-def run_jobs(context: "ModelContext", jobs: Sequence["Job[Any]"]) -> list[Any]:
+def run_jobs(context: "ModelContext", jobs: Sequence["Job[Any]"], listener: Listener | None = None) -> list[Any]:
     """Run ``jobs`` together: the result of each, in order, or the exception it raised.
 
     Each round decodes every pending request in one batch per drafting setup (requests whose
     ``speculate``, ``max_draft`` and ``acceptance_prior`` agree share a batch; their budgets
-    and sampling options stay their own).
+    and sampling options stay their own). ``listener`` hears each job's tokens as they are
+    accepted, and a :class:`Retry` when a job decodes its output again.
     """
     results: list[Any] = [None] * len(jobs)
     waiting: dict[int, Decode] = {}
+    asked = [0] * len(jobs)
+
+    def on_tokens(i: int, request: Decode) -> "Callable[[list[int]], None] | None":
+        if listener is None:
+            return None
+        asked[i] += 1
+        if asked[i] > 1:
+            listener(i, Retry(asked[i] - 1, request.retry_reason))
+        if request.output_prefix:
+            listener(i, list(request.output_prefix))
+        return lambda tokens: listener(i, tokens)
 
     def step(i: int, outcome: Any = None, error: BaseException | None = None) -> None:
         try:
@@ -108,7 +146,8 @@ def run_jobs(context: "ModelContext", jobs: Sequence["Job[Any]"]) -> list[Any]:
             if not fits:
                 continue
             outcomes = context.decode_batch(
-                [RowRequest(r.matcher, r.prompt_ids, r.banned_first, r.stop, r.config) for _, r in fits],
+                [RowRequest(r.matcher, r.prompt_ids, r.banned_first, r.stop, r.config, on_tokens(i, r))
+                 for i, r in fits],
                 fits[0][1].config)
             for (i, _), outcome in zip(fits, outcomes):
                 if outcome.error is not None:

@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from structgen.decoding.config import DecodeConfig
 from structgen.engine.compiler import parse_schema, pydantic_model
-from structgen.errors import DecodingError
+from structgen.errors import DecodingError, OptionError
+from structgen.tasks.chat import chat_messages, with_instruction
 from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import JsonResult
@@ -44,14 +45,24 @@ def validation_error(schema: Any, value: Any) -> str | None:
     return None if error is None else error.message
 
 
-def prompt_ids(context: ModelContext, schema: Any, prompt: str, *, include_schema: bool = True,
+def prompt_ids(context: ModelContext, schema: Any, prompt: Any, *, include_schema: bool = True,
                raw: bool = False) -> list[int]:
     """The token ids fed to the model: the chat template (when the tokenizer has one) around
-    the prompt, with the schema shown in the message unless ``include_schema=False``;
-    ``raw=True`` encodes the prompt as it is."""
+    the prompt (a string, or chat messages), with the schema shown after the user's last turn
+    unless ``include_schema=False``; ``raw=True`` encodes a prompt string as it is."""
     if raw:
+        if not isinstance(prompt, str):
+            raise OptionError("raw=True encodes a prompt string as it is; chat messages need the chat template")
         return context.encode(prompt)
-    return context.chat_ids(user_turn(schema, prompt) if include_schema else prompt)
+    if not include_schema:
+        return context.chat_ids(prompt)
+    if isinstance(prompt, str):
+        return context.chat_ids(user_turn(schema, prompt))
+    return context.chat_ids(with_instruction(chat_messages(prompt), SCHEMA_INSTRUCTION + _schema_text(schema)))
+
+
+#: What the user's turn says before the schema.
+SCHEMA_INSTRUCTION = "Answer with only a JSON value that follows this JSON schema:\n"
 
 
 def user_turn(schema: Any, prompt: str) -> str:
@@ -60,8 +71,11 @@ def user_turn(schema: Any, prompt: str) -> str:
     >>> user_turn({"type": "integer"}, "How many?")
     'How many?\\n\\nAnswer with only a JSON value that follows this JSON schema:\\n{"type": "integer"}'
     """
-    return (prompt + "\n\nAnswer with only a JSON value that follows this JSON schema:\n"
-            + json.dumps(as_schema(schema)[0], ensure_ascii=False))
+    return prompt + "\n\n" + SCHEMA_INSTRUCTION + _schema_text(schema)
+
+
+def _schema_text(schema: Any) -> str:
+    return json.dumps(as_schema(schema)[0], ensure_ascii=False)
 
 
 def generate_json_with(context: ModelContext, schema: Any, prompt: str, config: DecodeConfig, *,

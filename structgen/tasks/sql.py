@@ -122,7 +122,9 @@ def sql_job(context: ModelContext, question: str, database: "str | os.PathLike[s
                       seed=None if config.seed is None else config.seed + attempt)
         try:
             new, finish, stats = yield Decode(matcher, prompt_ids + prefix, run,
-                                              banned_first=banned.get(tuple(prefix), ()), stop=ends_query)
+                                              banned_first=banned.get(tuple(prefix), ()), stop=ends_query,
+                                              output_prefix=prefix,
+                                              retry_reason=attempts[-1].error if attempts else "")
         except IncompleteGenerationError as err:
             total.add(err.stats)
             attempts.append(SqlAttempt(vocab.token_bytes(prefix).decode("utf-8", "replace") + err.partial_text,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from structgen.decoding.config import DecodeConfig
+from structgen.errors import OptionError
 from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import TextResult
@@ -34,6 +35,8 @@ def generate_text_with(context: ModelContext, compiled: Any, prompt: str, config
 def text_job(context: ModelContext, compiled: Any, prompt: str, config: DecodeConfig, *,
              raw: bool = False) -> Job[TextResult]:
     """:func:`generate_text_with` as a job (:mod:`structgen.tasks.jobs`), to run in a batch."""
+    if raw and not isinstance(prompt, str):
+        raise OptionError("raw=True encodes a prompt string as it is; chat messages need the chat template")
     ids = context.encode(prompt) if raw else context.chat_ids(prompt)
     tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     return TextResult(text=context.text_of(tokens), token_ids=tokens, finish_reason=finish, stats=stats)

@@ -29,6 +29,7 @@ from structgen.decoding.config import DecodeConfig
 from structgen.errors import DecodingError, IncompleteGenerationError, MessagesError, OptionError
 from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls,
                                             read_tool_choice, read_tools, tool_call_grammar)
+from structgen.tasks.chat import content_text
 from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import Result
@@ -129,7 +130,7 @@ def _checked_messages(messages: Any) -> list[dict[str, Any]]:
         if not isinstance(m, dict) or m.get("role") not in _ROLES:
             raise MessagesError(f"message {i}: needs a role among {_ROLES}, got {m!r:.80}")
         role, content = m["role"], m.get("content")
-        content = _text_of(content, i)
+        content = content_text(content, i)
         calls = []
         for k, call in enumerate(m.get("tool_calls") or []):
             fn = call.get("function") if isinstance(call, dict) else None
@@ -158,14 +159,6 @@ def _checked_messages(messages: Any) -> list[dict[str, Any]]:
             raise MessagesError(f"message {i}: no content")
         out.append(item)
     return out
-
-
-def _text_of(content: Any, i: int) -> str | None:
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts: the text ones
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    raise MessagesError(f"message {i}: content must be text, a list of parts or None")
 
 
 def _template_shape(m: dict[str, Any]) -> dict[str, Any]:
