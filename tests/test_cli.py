@@ -22,7 +22,6 @@ import jsonschema
 import pytest
 
 from sql_data import DATA_DIR
-from structgen.cli.commands import streams, takes_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
@@ -33,9 +32,6 @@ WEATHER = [{"type": "function", "function": {
 CONCERT_SINGER = DATA_DIR / "sql" / "spider_dev_schema_only" / "databases" / "concert_singer.sqlite"
 
 EXIT_USAGE, EXIT_INPUT, EXIT_INCOMPLETE, EXIT_MODEL = 2, 3, 4, 5
-# Streaming and chat-message prompts arrive in the API separately; until then --stream prints
-# the text in one piece and --system/--messages are refused (json, grammar, regex).
-needs_messages = pytest.mark.skipif(not takes_messages(), reason="Generator.json takes no chat messages yet")
 
 
 def structgen(*args: str | os.PathLike[str], stdin: str | None = None, cwd: Path | None = None,
@@ -150,12 +146,6 @@ def test_usage_errors(tmp_path):
     assert_error(structgen("jsn", schema, "Hi"), EXIT_USAGE, "No such command")
 
 
-@pytest.mark.skipif(takes_messages(), reason="this structgen takes chat messages")
-def test_system_and_messages_are_refused_where_the_api_takes_text_only(tmp_path):
-    schema = write(tmp_path / "s.json", PERSON)
-    assert_error(structgen("json", schema, "Hi", "--system", "Be brief."), EXIT_USAGE, "chat messages")
-
-
 def test_a_messages_file_must_be_a_list_of_messages(tmp_path):
     tools = write(tmp_path / "tools.json", WEATHER)
     messages = write(tmp_path / "m.json", {"role": "user", "content": "Hi"})
@@ -233,8 +223,7 @@ def test_json_stream_with_output_json(tmp_path):
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     chunks, final = lines[:-1], lines[-1]
     assert chunks and all(set(c) == {"chunk"} and c["chunk"] for c in chunks)
-    if streams():  # a structgen that streams sends the text in pieces (else it comes as one)
-        assert len(chunks) > 1
+    assert len(chunks) > 1  # pieces as they are accepted (a drafted run arrives whole)
     assert "".join(c["chunk"] for c in chunks) == final["text"]
     jsonschema.validate(final["value"], PERSON)
     assert json.loads(final["text"]) == final["value"]
@@ -299,7 +288,6 @@ def test_sql_executes_on_a_real_database():
 
 
 @pytest.mark.slow
-@needs_messages
 def test_json_with_a_system_prompt_and_a_messages_file(tmp_path):
     """``--messages FILE`` (no PROMPT) with ``--system``: the conversation is the prompt."""
     schema = write(tmp_path / "person.json", PERSON)
@@ -315,6 +303,26 @@ def test_json_with_a_system_prompt_and_a_messages_file(tmp_path):
     # the system turn reached the model: the prompt holds both turns' tokens
     turns = len(tokenizer.encode(system)) + len(tokenizer.encode("Extract the person: Grace Hopper, 85."))
     assert record["usage"]["prompt_tokens"] > turns
+
+
+@pytest.mark.slow
+def test_sql_streams_a_retry():
+    """A SQL attempt cut off by the budget is abandoned: under ``--stream -o json`` a
+    ``{"retry"}`` line says so (the next attempt streams from its start), then the result, or
+    the error with every attempt."""
+    out = structgen("sql", ROOT / "examples" / "data" / "shop.sqlite", "Names of the customers in London?",
+                    "--stream", "-o", "json", "--max-new-tokens", "6", "--max-retries", "1", "--seed", "0")
+    assert out.returncode in (0, EXIT_INCOMPLETE), out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    kinds = [next(iter(line)) for line in lines]
+    first_retry = kinds.index("retry")
+    assert kinds[0] == "chunk" and set(kinds[:first_retry]) == {"chunk"}
+    assert lines[first_retry]["retry"]["attempt"] == 1 and "max_new_tokens" in lines[first_retry]["retry"]["error"]
+    final = lines[-1]
+    if out.returncode == 0:
+        assert final["attempts"][0]["error"] == lines[first_retry]["retry"]["error"]
+    else:
+        assert final["error"]["type"] == "SqlGenerationError" and len(final["attempts"]) == 2
 
 
 @pytest.mark.slow

@@ -14,7 +14,6 @@ structgen ...
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -28,6 +27,7 @@ from structgen.cli.output import (EXIT_CODES_HELP, EXIT_MODEL, CliError, as_cli_
                                   result_record, rows_text, write_json_line, write_text)
 from structgen.cli.progress import Progress, progress_wanted
 from structgen.errors import StructgenError
+from structgen.tasks.jobs import Retry
 from structgen.version import __version__
 
 __all__ = ["cli", "Run", "Task", "execute"]
@@ -83,22 +83,6 @@ class Task:
     json_masks: bool = False
 
 
-def streams() -> bool:
-    """Whether this structgen's Generator can stream (``stream=True``); without it, ``--stream``
-    prints the text in one piece when it is complete."""
-    from structgen.api.generator import Generator
-
-    return "stream" in inspect.signature(Generator.json).parameters
-
-
-def takes_messages() -> bool:
-    """Whether ``Generator.json``/``text`` take a list of chat messages as the prompt (a structgen
-    that does says so where it documents the prompt; the signature reads the same either way)."""
-    from structgen.api.generator import Generator
-
-    return "messages" in (Generator.json.__doc__ or "").partition("prompt\n")[2].partition("max_new_tokens")[0]
-
-
 def execute(run: Run, task: Task) -> None:
     """Check, load, prepare, compile, generate and print ``task`` under ``run``'s options; any
     structgen error leaves as a :class:`CliError` with its exit code (and, under ``--output
@@ -115,16 +99,10 @@ def execute(run: Run, task: Task) -> None:
             progress.stage("compiling")
             compiled = task.compile(gen)
             progress.stage("generating")
-            if run.stream and streams():
+            if run.stream:
                 result = _print_stream(task.generate(gen, compiled, True), progress, as_json, line)
             else:
                 result = task.generate(gen, compiled, False)
-                progress.stop()
-                if run.stream:  # this structgen cannot stream: the whole text as one chunk
-                    if as_json:
-                        write_json_line({"chunk": result.text})
-                    else:
-                        write_text(result.text)
         if as_json:
             write_json_line(result_record(task.command, result))
         elif run.stream:
@@ -186,7 +164,7 @@ def _print_stream(items: Iterable[Any], progress: Progress, as_json: bool, line:
             else:
                 write_text(item)
                 line.open = line.open or bool(item)
-        elif _is_retry(item):
+        elif isinstance(item, Retry):
             progress.stop()
             if as_json:
                 write_json_line({"retry": {"attempt": item.attempt, "error": item.error}})
@@ -197,13 +175,6 @@ def _print_stream(items: Iterable[Any], progress: Progress, as_json: bool, line:
             result = item
     progress.stop()
     return result
-
-
-def _is_retry(item: Any) -> bool:
-    import structgen
-
-    retry = getattr(structgen, "Retry", None)
-    return retry is not None and isinstance(item, retry)
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,9 +229,6 @@ def _options(*, sampling: bool = True, chat: bool = True) -> Callable[[Callable[
 def _prompt(run: Run, prompt: str | None, *, stdin_taken: bool = False) -> Any:
     """The prompt: the text (an argument or stdin), or the chat messages ``--system`` and
     ``--messages`` make."""
-    if (run.system is not None or run.messages is not None) and not takes_messages():
-        raise click.UsageError("--system and --messages need a structgen whose Generator takes chat messages "
-                               "as the prompt; this one takes text only")
     messages = conversation(prompt, system=run.system, messages_file=run.messages, stdin_taken=stdin_taken)
     return read_prompt(prompt, stdin_taken=stdin_taken) if messages is None else messages
 

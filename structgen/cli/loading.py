@@ -15,11 +15,12 @@ Example
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 from structgen.cli.output import EXIT_MODEL, CliError
-from structgen.cli.progress import quiet_transformers
+from structgen.decoding.models import default_model, quiet_loading
 
 __all__ = ["load_model"]
 
@@ -40,10 +41,7 @@ def load_model(directory: str | None, *, threads: int | None = None) -> tuple[An
 
         torch.set_num_threads(threads)
     if directory is None:
-        from structgen.decoding.models import load_default_model
-
-        with quiet_transformers():
-            return load_default_model()
+        return default_model()  # loaded quietly (no transformers bars or warnings)
     path = Path(directory)
     if not path.is_dir():
         raise CliError(f"--model {directory!r} is not a directory", EXIT_MODEL, kind="ModelLoadError")
@@ -57,7 +55,8 @@ def load_model(directory: str | None, *, threads: int | None = None) -> tuple[An
     # model's loader sets this too.
     torch.set_flush_denormal(True)
     try:
-        with quiet_transformers():
+        with quiet_loading(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. deprecation notes about the model's config
             tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
     except Exception as err:  # transformers raises OSError, ValueError, KeyError, ... for a bad directory

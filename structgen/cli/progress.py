@@ -1,7 +1,8 @@
 """One progress display on stderr: a spinner whose text names the stage (loading model,
 preparing vocabulary, compiling, generating), shown only when stderr is a terminal and
 ``--quiet`` is not given; otherwise nothing (errors and structgen's log lines still go to
-stderr). Third-party bars and warnings are kept out of it (:func:`quiet_transformers`).
+stderr, above the spinner). transformers' own bars and warnings stay out of it: structgen's
+loads silence them (:func:`structgen.decoding.models.quiet_loading`).
 
 Example
 -------
@@ -14,13 +15,11 @@ Example
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
-import warnings
-from typing import Any, Iterator
+from typing import Any
 
-__all__ = ["Progress", "progress_wanted", "quiet_transformers", "log_to_stderr"]
+__all__ = ["Progress", "progress_wanted", "log_to_stderr"]
 
 
 def progress_wanted(quiet: bool) -> bool:
@@ -65,29 +64,15 @@ class Progress:
         self.stop()
 
 
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """transformers' progress bars ("Loading weights"), its info and warning lines and Python
-    warnings off while a model loads; each restored afterwards. The spinner says what happens."""
-    from transformers.utils import logging as hf_logging
+class _Stderr(logging.Handler):
+    """Log lines as ``structgen: warning: ...`` on whatever ``sys.stderr`` is when they are
+    written: while the spinner runs, rich's proxy, which prints them above it."""
 
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-class _Lowercase(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return f"structgen: {record.levelname.lower()}: {record.getMessage()}"
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(f"structgen: {record.levelname.lower()}: {record.getMessage()}\n")
+        except Exception:  # logging must never break the command
+            self.handleError(record)
 
 
 def log_to_stderr() -> None:
@@ -95,8 +80,6 @@ def log_to_stderr() -> None:
     stderr, the way the command line reports errors."""
     logger = logging.getLogger("structgen")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(_Lowercase())
-        logger.addHandler(handler)
+        logger.addHandler(_Stderr())
         logger.setLevel(logging.WARNING)
         logger.propagate = False
