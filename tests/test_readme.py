@@ -21,6 +21,9 @@ Block rules
   given a rule:
   - ``bash``: ``make demo`` / ``make test`` set up a virtualenv and run the demo or the whole
     suite (minutes; ``make test`` inside ``make test`` would recurse);
+  - ``sh``: ``structgen`` command lines (section "Command line"), each loading the model in its
+    own process; ``tests/test_cli.py`` checks that they parse and that the files they name
+    exist, and runs every subcommand on the model the same way;
   - untagged fences: diagrams (the data-flow sketch under "How it works"), not code.
 
 The real default model
@@ -63,6 +66,8 @@ RUN = {"python"}
 NOT_RUN = {
     "bash": "set-up commands (make demo, make test): minutes, and make test would recurse",
     "": "diagrams, not code",
+    "sh": "command lines (structgen ...): each loads the model; tests/test_cli.py checks that they parse "
+          "and that their files exist, and runs every subcommand on the model",
 }
 USES_MODEL = re.compile(r"\bGenerator\(|\bgenerate_(json|grammar|regex|sql|tool_calls)\(")
 USES_GEMMA = re.compile(r"\bload_gemma_tokenizer\(")
