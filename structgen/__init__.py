@@ -41,6 +41,10 @@ def __getattr__(name: str) -> object:
         from structgen.integrations.hf_processor import LogitsProcessor
 
         return LogitsProcessor
+    if name == "drafted_generate":
+        from structgen.integrations.hf_generate import drafted_generate
+
+        return drafted_generate
     raise AttributeError(f"module 'structgen' has no attribute {name!r}")
 
 __all__ = [
@@ -84,6 +88,7 @@ __all__ = [
     "compile_regex",
     "compile_sql",
     "compile_tool_calls",
+    "drafted_generate",
     "generate_grammar",
     "generate_json",
     "generate_regex",

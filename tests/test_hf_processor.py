@@ -152,3 +152,59 @@ def test_misuse_is_a_typed_error(hf):
         processor(torch.zeros(3, 4, dtype=torch.long), torch.zeros(3, 49152))
     with pytest.raises(structgen.OptionError, match="logits are 100 wide"):
         structgen.LogitsProcessor(compile(PERSON))(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 100))
+
+
+# ------------------------------------------------- structgen's drafted loop behind model.generate
+
+def test_drafted_generate_equals_the_processor(generator, hf):
+    """custom_generate=structgen.drafted_generate(...) runs structgen's loop (drafts) and writes
+    what plain generate with the processor writes, for one prompt and for a padded batch."""
+    from transformers.generation.streamers import BaseStreamer
+
+    class Collect(BaseStreamer):
+        def __init__(self):
+            self.parts = []
+
+        def put(self, value):
+            self.parts.append(value.tolist())
+
+        def end(self):
+            self.parts.append("end")
+
+    model, tokenizer, compile = hf
+    schema, prompt = CASES[0]
+    ids = generator.prompt_ids(schema, prompt)
+    inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+    plain = model.generate(**inputs, max_new_tokens=60, do_sample=False,
+                           logits_processor=[structgen.LogitsProcessor(compile(schema))])
+    streamer = Collect()
+    drafted = model.generate(**inputs, max_new_tokens=60, do_sample=False,
+                             custom_generate=structgen.drafted_generate(compile(schema), tokenizer, streamer=streamer))
+    assert drafted.tolist() == plain.tolist()
+    assert streamer.parts[0] == [ids] and streamer.parts[-1] == "end"
+    assert sum(streamer.parts[1:-1], []) == drafted[0, len(ids):-1].tolist()  # the new tokens, EOS aside
+    assert len(streamer.parts) - 2 < len(drafted[0]) - len(ids) - 1  # drafted runs arrive whole
+
+    prompts = [generator.prompt_ids(s, p) for s, p in CASES]
+    grammars = [compile(s) for s, _ in CASES]
+    by_processor = generate(model, tokenizer, prompts, structgen.LogitsProcessor(grammars), do_sample=False)
+    width = max(len(p) for p in prompts)
+    batch = model.generate(input_ids=torch.tensor([[2] * (width - len(p)) + p for p in prompts]),
+                           attention_mask=torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts]),
+                           max_new_tokens=60, do_sample=False, pad_token_id=2,
+                           custom_generate=structgen.drafted_generate(grammars, tokenizer))
+    eos = grammars[0].vocabulary.eos_ids
+    for row, expected in zip(batch[:, width:].tolist(), by_processor):
+        assert row[:next(i for i, t in enumerate(row) if t in eos)] == expected
+
+
+def test_drafted_generate_refuses_what_it_cannot_apply(hf):
+    model, tokenizer, compile = hf
+    inputs = {"input_ids": torch.tensor([[1, 2, 3]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
+    with pytest.raises(structgen.OptionError, match="RepetitionPenaltyLogitsProcessor"):
+        model.generate(**inputs, max_new_tokens=5, repetition_penalty=1.3,
+                       custom_generate=structgen.drafted_generate(compile(PERSON), tokenizer))
+    bytes_only = structgen.Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    with pytest.raises(structgen.OptionError, match="another vocabulary"):
+        model.generate(**inputs, max_new_tokens=5,
+                       custom_generate=structgen.drafted_generate(structgen.compile_regex("a+", bytes_only), tokenizer))
