@@ -208,3 +208,16 @@ def test_drafted_generate_refuses_what_it_cannot_apply(hf):
     with pytest.raises(structgen.OptionError, match="another vocabulary"):
         model.generate(**inputs, max_new_tokens=5,
                        custom_generate=structgen.drafted_generate(structgen.compile_regex("a+", bytes_only), tokenizer))
+
+
+def test_beam_search_keeps_every_beam_valid(generator, hf):
+    """Beams reorder rows between steps; each call re-syncs every row to its own tokens."""
+    model, tokenizer, compile = hf
+    schema, prompt = CASES[1]
+    ids = generator.prompt_ids(schema, prompt)
+    out = model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                         max_new_tokens=40, do_sample=False, num_beams=3, num_return_sequences=3,
+                         logits_processor=[structgen.LogitsProcessor(compile(schema))])
+    eos = generator.vocabulary.eos_ids
+    for row in out[:, len(ids):].tolist():
+        jsonschema.validate(value_of(tokenizer, row[:next(i for i, t in enumerate(row) if t in eos)]), schema)

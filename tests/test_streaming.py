@@ -3,6 +3,7 @@ messages, ``response_format``) on the real default model."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jsonschema
@@ -157,3 +158,11 @@ def test_response_format_is_a_schema_everywhere(generator, smollm2_tokenizer):
     for bad in ({"type": "text"}, {"type": "json_schema", "json_schema": {"name": "x"}}):
         with pytest.raises(structgen.SchemaError, match="response_format must be"):
             generator.json(bad, PROMPT)
+
+
+def test_generate_functions_stream_too(generator, monkeypatch):
+    monkeypatch.setattr(structgen.api.generator, "_DEFAULT", generator)
+    *chunks, value = list(structgen.generate_json(PERSON, PROMPT, stream=True))
+    assert json.loads("".join(chunks)) == value and isinstance(value, dict)
+    *chunks, text = list(structgen.generate_regex(r"(yes|no)", "Is water wet?", stream=True))
+    assert "".join(chunks) == text in ("yes", "no")

@@ -20,6 +20,7 @@ Example
 from __future__ import annotations
 
 import threading
+import types
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from structgen.decoding.config import DecodeConfig
@@ -469,8 +470,9 @@ _DEFAULT: Generator | None = None
 def generate_json(schema: Any, prompt: str, **options: Any) -> Any:
     """Generate a JSON value for ``prompt`` that validates against ``schema``, on the default model.
 
-    Options are those of :meth:`Generator.json`. The default model is loaded on first use and
-    kept for later calls.
+    Options are those of :meth:`Generator.json`; ``stream=True`` returns an iterator of the
+    text's chunks, then the value. The default model is loaded on first use and kept for later
+    calls.
 
     Example
     -------
@@ -550,7 +552,10 @@ def generate_tool_calls(tools: list[dict[str, Any]], messages: list[dict[str, An
 
 
 def _pick(result: Any, name: str) -> Any:
-    """``result.<name>``; for a batch, that of each row (a failed row keeps its exception)."""
+    """``result.<name>``; for a batch, that of each row (a failed row keeps its exception); for
+    a stream, its chunks as they are and that of its final result."""
+    if isinstance(result, types.GeneratorType):
+        return (item if streaming.is_chunk(item) else _pick(item, name) for item in result)
     if isinstance(result, list):
         return [row if isinstance(row, Exception) else getattr(row, name) for row in result]
     return getattr(result, name)

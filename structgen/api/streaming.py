@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 from structgen.engine.vocab import Vocabulary
 from structgen.tasks.jobs import Listener, Retry
 
-__all__ = ["Retry", "TextChunks", "stream"]
+__all__ = ["Retry", "TextChunks", "is_chunk", "stream"]
 
 
 class TextChunks:
@@ -48,6 +48,13 @@ class TextChunks:
 
     def close(self) -> str:
         return self.decoder.decode(b"", final=True)
+
+
+def is_chunk(item: Any) -> bool:
+    """Whether a stream's ``item`` is a chunk (text, a :class:`Retry`, a batch's ``(row,
+    chunk)``) rather than its final result."""
+    return isinstance(item, (str, Retry)) or (isinstance(item, tuple) and len(item) == 2
+                                             and isinstance(item[0], int) and is_chunk(item[1]))
 
 
 class _Closed(Exception):
