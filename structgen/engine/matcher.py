@@ -22,8 +22,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from structgen.engine.pda import ACCEPT, StackSet
+from structgen.engine.pda import ACCEPT, StackMachine, StackSet
 from structgen.engine.runtime import GrammarRuntime
+from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
 
 
@@ -55,6 +56,21 @@ class Matcher:
     def token_ids(self) -> list[int]:
         """The tokens accepted so far."""
         return list(self._tokens)
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The vocabulary the grammar is compiled over."""
+        return self._vocab
+
+    @property
+    def machine(self) -> StackMachine:
+        """The grammar's stack machine (shared by its matchers; its tables are memos)."""
+        return self._rt.machine
+
+    def stacks(self) -> StackSet | None:
+        """The parse position: the closed set of stacks now (``None`` once the sequence ended)."""
+        state = self._states[-1]
+        return None if state is _ENDED else state
 
     def is_finished(self) -> bool:
         """True when nothing but end-of-sequence can follow (or it was already accepted)."""
