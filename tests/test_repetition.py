@@ -1,0 +1,91 @@
+"""Repetition controls inside the decoding loop (``repetition_penalty``,
+``no_repeat_ngram_size``, ``logits_processors``) on the real default model: drafted output
+equals step-by-step output under them, they change what they should, and
+``structgen.drafted_generate`` under them equals plain ``model.generate``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LogitsProcessor as HFLogitsProcessor
+
+import structgen
+from structgen.decoding.config import DecodeConfig
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+          "required": ["name", "age"], "additionalProperties": False}
+COLOUR = {"type": "object", "properties": {"colour": {"enum": ["red", "green", "blue"]}, "sure": {"type": "boolean"}},
+          "required": ["colour", "sure"], "additionalProperties": False}
+# both draft (forced keys and punctuation, the name copied from the prompt)
+CASES = [(PERSON, "Extract the person: Ada Lovelace, 36, mathematician."),
+         (COLOUR, "What colour is grass? Are you sure?")]
+
+
+class LastTokenPenalty(HFLogitsProcessor):
+    """A processor of the user's own that depends on the prefix: it lowers the last token's logit,
+    so a drafted position given the wrong prefix would see other scores."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.clone()
+        scores[0, input_ids[0, -1]] -= 5.0
+        return scores
+
+
+@pytest.mark.parametrize("options", [{"repetition_penalty": 1.3}, {"no_repeat_ngram_size": 3},
+                                     {"logits_processors": [LastTokenPenalty()]}],
+                         ids=["repetition_penalty", "no_repeat_ngram_size", "logits_processors"])
+def test_drafted_output_equals_step_by_step_under_processors(generator, options):
+    for schema, prompt in CASES:
+        drafted = generator.json(schema, prompt, max_new_tokens=40, speculate=True, **options)
+        step_by_step = generator.json(schema, prompt, max_new_tokens=40, speculate=False, **options)
+        assert drafted.stats.drafted_tokens > 0
+        assert drafted.token_ids == step_by_step.token_ids, (drafted.text, step_by_step.text)
+
+
+def test_no_repeat_ngram_size_stops_a_repetition(generator):
+    pattern, prompt = r"[a-z ]{10,80}\.", "Repeat the word 'hello' many times."
+    plain = generator.regex(pattern, prompt)
+    banned = generator.regex(pattern, prompt, no_repeat_ngram_size=2)
+    ids = banned.token_ids
+    pairs = list(zip(ids, ids[1:]))
+    assert banned.text != plain.text and "hello hello hello hello" in plain.text
+    assert len(pairs) == len(set(pairs)), banned.text
+
+
+def test_drafted_generate_applies_generates_processors(generator):
+    """``repetition_penalty`` and a processor of the user's own, prepared by ``generate``, run
+    inside the drafted loop: the tokens equal plain ``generate`` with structgen's processor."""
+    model, tokenizer = generator.model, generator.tokenizer
+    schema, prompt = CASES[0]
+    compiled = structgen.compile_json_schema(schema, tokenizer, whitespace="compact", strict=True, canonical=True,
+                                             model=model)
+    ids = generator.prompt_ids(schema, prompt)
+    inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+    options = {"max_new_tokens": 40, "do_sample": False, "repetition_penalty": 1.3}
+    plain = model.generate(**inputs, **options,
+                           logits_processor=[structgen.LogitsProcessor(compiled), LastTokenPenalty()])
+    drafted = model.generate(**inputs, **options, logits_processor=[LastTokenPenalty()],
+                             custom_generate=structgen.drafted_generate(compiled, tokenizer))
+    assert drafted.tolist() == plain.tolist()
+
+
+@pytest.mark.parametrize("options, name", [
+    ({"repetition_penalty": 0}, "repetition_penalty"), ({"repetition_penalty": -1.0}, "repetition_penalty"),
+    ({"repetition_penalty": float("inf")}, "repetition_penalty"), ({"repetition_penalty": "2"}, "repetition_penalty"),
+    ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size"), ({"no_repeat_ngram_size": 2.0}, "no_repeat_ngram_size"),
+    ({"no_repeat_ngram_size": True}, "no_repeat_ngram_size"),
+    ({"logits_processors": LastTokenPenalty()}, "logits_processors"), ({"logits_processors": [3]}, "logits_processors"),
+    ({"logits_processors": "abc"}, "logits_processors"),
+])
+def test_bad_values_are_option_errors(options, name):
+    with pytest.raises(structgen.OptionError, match=name):
+        DecodeConfig(**options)
+
+
+def test_processors_keep_the_config_hashable():
+    processor = LastTokenPenalty()
+    config = DecodeConfig(logits_processors=[processor], no_repeat_ngram_size=2)
+    assert config.logits_processors == (processor,) and config.processes and not DecodeConfig().processes
+    assert hash(config) == hash(DecodeConfig(logits_processors=(processor,), no_repeat_ngram_size=2))
+    assert config != DecodeConfig(logits_processors=(LastTokenPenalty(),), no_repeat_ngram_size=2)
