@@ -5,6 +5,8 @@ equals step-by-step output under them, they change what they should, and
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import LogitsProcessor as HFLogitsProcessor
@@ -89,3 +91,37 @@ def test_processors_keep_the_config_hashable():
     assert config.logits_processors == (processor,) and config.processes and not DecodeConfig().processes
     assert hash(config) == hash(DecodeConfig(logits_processors=(processor,), no_repeat_ngram_size=2))
     assert config != DecodeConfig(logits_processors=(LastTokenPenalty(),), no_repeat_ngram_size=2)
+
+
+class Recorder(HFLogitsProcessor):
+    """Records the prefix length of each call; leaves the scores as they are."""
+
+    def __init__(self):
+        self.lengths = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        assert input_ids.shape[0] == scores.shape[0] == 1
+        self.lengths.append(input_ids.shape[1])
+        return scores
+
+
+def test_sql_and_tool_calls_take_the_options(generator):
+    shop = Path(__file__).resolve().parents[1] / "examples" / "data" / "shop.sqlite"
+    recorder = Recorder()
+    query = generator.sql("How many customers are there?", shop, max_new_tokens=40, logits_processors=[recorder])
+    assert query.sql and recorder.lengths and max(recorder.lengths) > min(recorder.lengths)
+    add = {"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}}
+    recorder = Recorder()
+    turn = generator.tool_calls([add], [{"role": "user", "content": "What is 2 plus 3?"}], tool_choice="required",
+                                max_new_tokens=40, logits_processors=[recorder])
+    assert turn.message["tool_calls"] and recorder.lengths
+
+
+@pytest.mark.parametrize("speculate", [True, False])
+def test_a_ban_that_leaves_no_allowed_token_is_a_decoding_error(generator, speculate):
+    """Forced text whose every spelling is banned (here any token already in the prompt) is an
+    error naming the processing, not a token the grammar refuses."""
+    schema, prompt = CASES[1]
+    with pytest.raises(structgen.DecodingError, match="left no token the grammar allows"):
+        generator.json(schema, prompt, no_repeat_ngram_size=1, speculate=speculate)

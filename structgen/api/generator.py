@@ -196,7 +196,8 @@ class Generator:
             them) and n-gram ban (``0`` = off), then any transformers ``LogitsProcessor`` objects
             (``processor(input_ids, scores)``, ``input_ids`` of shape ``(1, prefix length)``:
             prompt + output so far; it must depend on that prefix only). E.g.
-            ``gen.json(schema, prompt, no_repeat_ngram_size=3)``.
+            ``gen.json(schema, prompt, no_repeat_ngram_size=3)``. The prompt shows the schema,
+            so a small n-gram size can ban every spelling of forced text: a ``DecodingError``.
         whitespace, strict, lenient
             Grammar options (compact whitespace and closed objects by default; values are
             spelled canonically); see :func:`~structgen.compile_json_schema`. Under
@@ -219,6 +220,8 @@ class Generator:
             The schema is invalid, or uses a keyword structgen cannot honour.
         IncompleteGenerationError
             The budget ran out; ``partial_text``, ``token_ids`` and ``stats`` are kept.
+        DecodingError
+            The logits processing left no token the grammar allows at some position.
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,

@@ -70,7 +70,8 @@ class DecodeConfig:
 
     These three act on each position's raw logits before the grammar mask, at every position
     fed, drafted ones included (each sees the prefix step-by-step decoding would see there), so
-    drafting still reproduces ``speculate=False`` under them. ``logits_processors`` is compared
+    drafting still reproduces ``speculate=False`` under them. Where they leave no token the
+    grammar allows, decoding ends with a ``DecodingError``. ``logits_processors`` is compared
     but not hashed (callables need not be hashable).
 
     Raises

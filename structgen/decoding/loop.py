@@ -351,6 +351,11 @@ def _take(row: _Row, masked: "torch.Tensor", alive: bool, greedy: int) -> "int |
         matcher = row.request.matcher
         _end(row, DecodingError("the grammar allows no token here: " + (matcher.last_rejection or "dead end")))
         return None
+    if _none_left(row, masked):
+        _end(row, DecodingError(
+            "the logits processing (repetition_penalty, no_repeat_ngram_size, logits_processors) left no token "
+            "the grammar allows here (e.g. forced text that repeats an n-gram of the prompt); loosen it"))
+        return None
     if row.config.greedy:
         row.next_token = greedy
     else:
@@ -387,6 +392,12 @@ def _begin_step(row: _Row, vocab: Vocabulary) -> bool:
         _end(row, finish="stop")
         return False
     return True
+
+
+def _none_left(row: _Row, masked: "torch.Tensor") -> bool:
+    """Whether the row's logits processors set every token the grammar allows to ``-inf`` (the
+    mask alone cannot tell: its ``alive`` counts only the grammar)."""
+    return bool(row.processors) and not bool(masked.isfinite().any())
 
 
 def _report(row: _Row) -> None:
@@ -426,6 +437,9 @@ def _verify(row: _Row, masked: "torch.Tensor", alive: list[bool], choices: list[
     kept, choice = 0, None
     greedy = choices if config.greedy else None
     for i, proposed in enumerate(draft.tokens[: row.walked]):
+        if _none_left(row, masked[i]):  # step-by-step fails here: so does this (in _take, below)
+            choice = None
+            break
         if greedy is not None:
             ok, choice = greedy[i] == proposed, greedy[i]
         else:
