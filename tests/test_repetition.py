@@ -71,6 +71,18 @@ def test_drafted_generate_applies_generates_processors(generator):
                              custom_generate=structgen.drafted_generate(compiled, tokenizer))
     assert drafted.tolist() == plain.tolist()
 
+    # a left-padded batch: generate's repetition penalty skips each row's padding, so does the loop
+    prompts = [generator.prompt_ids(s, p) for s, p in CASES]
+    grammars = [structgen.compile_json_schema(s, tokenizer, whitespace="compact", strict=True, canonical=True,
+                                              model=model) for s, _ in CASES]
+    width = max(len(p) for p in prompts)
+    padded = {"input_ids": torch.tensor([[2] * (width - len(p)) + p for p in prompts]),
+              "attention_mask": torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts]),
+              "pad_token_id": 2}
+    plain = model.generate(**padded, **options, logits_processor=[structgen.LogitsProcessor(grammars)])
+    drafted = model.generate(**padded, **options, custom_generate=structgen.drafted_generate(grammars, tokenizer))
+    assert drafted.tolist() == plain.tolist()
+
 
 @pytest.mark.parametrize("options, name", [
     ({"repetition_penalty": 0}, "repetition_penalty"), ({"repetition_penalty": -1.0}, "repetition_penalty"),

@@ -16,9 +16,11 @@ by the loop itself. The other logits processors ``generate`` prepares (``repetit
 ``no_repeat_ngram_size``, a ``logits_processor=[...]`` of your own) run inside the loop on each
 position's raw logits before the mask, drafted positions included, each seeing the row as
 ``generate`` would (the prompt as padded, then the output so far); they must depend on that
-prefix only. Other warpers (``min_p``, ``typical_p``, ...) and stopping criteria the loop
-cannot apply (``stop_strings``, ...) are refused (an ``OptionError`` naming them). A ``streamer`` given to ``drafted_generate``
-(one prompt) receives each pass's accepted tokens.
+prefix only, and are called one row at a time (batch index 0; transformers' repetition
+penalty gets each row's own padding length). Other warpers (``min_p``, ``typical_p``, ...) and
+stopping criteria the loop cannot apply (``stop_strings``, ...) are refused (an
+``OptionError`` naming them). A ``streamer`` given to ``drafted_generate`` (one prompt)
+receives each pass's accepted tokens.
 
 Example
 -------
@@ -31,6 +33,7 @@ Example
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -105,7 +108,9 @@ def _generate(model: Any, input_ids: torch.LongTensor, logits_processor: Any, st
     config = _config(generation_config, input_ids.shape[1], processors)
     # processors see each row as generate's do: the prompt as padded, then the output
     requests = [RowRequest(grammars[r // (rows // len(grammars))].matcher(), prompts[r],
-                           history=input_ids[r].tolist() if processors else None) for r in range(rows)]
+                           history=input_ids[r].tolist() if processors else None,
+                           config=replace(config, logits_processors=_for_row(processors, r)) if processors else None)
+                for r in range(rows)]
     if streamer is not None:
         if rows > 1:
             raise OptionError("a streamer takes one prompt (as in transformers)")
@@ -137,6 +142,20 @@ def _refuse_unknown(parts: list[Any]) -> None:
     if unknown:
         raise OptionError(f"structgen.drafted_generate does not apply {', '.join(unknown)} inside its drafted loop; "
                           "use model.generate with logits_processor=[structgen.LogitsProcessor(compiled)] instead")
+
+
+def _for_row(processors: list[Any], r: int) -> list[Any]:
+    """The processors for row ``r`` alone (the loop calls them one row at a time): transformers'
+    repetition penalty holds every row's padding length, which becomes row ``r``'s own."""
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    own = []
+    for processor in processors:
+        ignore = getattr(processor, "prompt_ignore_length", None)
+        if isinstance(processor, RepetitionPenaltyLogitsProcessor) and isinstance(ignore, torch.Tensor):
+            processor = RepetitionPenaltyLogitsProcessor(processor.penalty, prompt_ignore_length=int(ignore[r]))
+        own.append(processor)
+    return own
 
 
 def _config(generation_config: Any, prompt_width: int, processors: list[Any]) -> DecodeConfig:
