@@ -143,6 +143,7 @@ def test_usage_errors(tmp_path):
     assert_error(structgen("json", schema), EXIT_USAGE, "no PROMPT")                 # stdin empty
     assert_error(structgen("json", "-", stdin=json.dumps(PERSON)), EXIT_USAGE, "PROMPT is needed")
     assert_error(structgen("json", schema, "Hi", "--max-new-tokens", "0"), EXIT_USAGE, "--max-new-tokens")
+    assert_error(structgen("json", schema, "Hi", "--repetition-penalty", "0"), EXIT_USAGE, "--repetition-penalty")
     assert_error(structgen("jsn", schema, "Hi"), EXIT_USAGE, "No such command")
 
 

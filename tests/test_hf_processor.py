@@ -199,10 +199,18 @@ def test_drafted_generate_equals_the_processor(generator, hf):
 
 
 def test_drafted_generate_refuses_what_it_cannot_apply(hf):
+    from transformers import StoppingCriteriaList, StopStringCriteria
+
     model, tokenizer, compile = hf
     inputs = {"input_ids": torch.tensor([[1, 2, 3]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
-    with pytest.raises(structgen.OptionError, match="RepetitionPenaltyLogitsProcessor"):
-        model.generate(**inputs, max_new_tokens=5, repetition_penalty=1.3,
+    # a stopping criterion and a warper the loop cannot apply (repetition_penalty and other
+    # processors it applies: tests/test_repetition.py)
+    with pytest.raises(structgen.OptionError, match="StopStringCriteria"):
+        model.generate(**inputs, max_new_tokens=5,
+                       stopping_criteria=StoppingCriteriaList([StopStringCriteria(tokenizer, ["}"])]),
+                       custom_generate=structgen.drafted_generate(compile(PERSON), tokenizer))
+    with pytest.raises(structgen.OptionError, match="MinPLogitsWarper"):
+        model.generate(**inputs, max_new_tokens=5, do_sample=True, min_p=0.1,
                        custom_generate=structgen.drafted_generate(compile(PERSON), tokenizer))
     bytes_only = structgen.Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
     with pytest.raises(structgen.OptionError, match="another vocabulary"):

@@ -162,6 +162,8 @@ class Generator:
 
     def json(self, schema: Any, prompt: "str | Sequence[Any]", *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
+             repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+             logits_processors: Sequence[Callable[[Any, Any], Any]] = (),
              whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
              raw: bool = False, lenient: bool = False, stream: bool = False) -> Any:
         """Generate one JSON value that validates against ``schema`` (or, given lists, one per row).
@@ -187,6 +189,15 @@ class Generator:
             from the prompt, the draft model's guesses, each where it pays. A collection of
             names (``("forced", "lookup")``) drafts from those only; ``False`` decodes one pass
             per token, the reference that drafting reproduces token for token.
+        repetition_penalty, no_repeat_ngram_size, logits_processors
+            Logits processing before the grammar mask, at every position (drafted ones too, so
+            drafting still reproduces ``speculate=False``): transformers' repetition penalty
+            (``1`` = off; over the prompt's and the output's tokens, as transformers counts
+            them) and n-gram ban (``0`` = off), then any transformers ``LogitsProcessor`` objects
+            (``processor(input_ids, scores)``, ``input_ids`` of shape ``(1, prefix length)``:
+            prompt + output so far; it must depend on that prefix only). E.g.
+            ``gen.json(schema, prompt, no_repeat_ngram_size=3)``. The prompt shows the schema,
+            so a small n-gram size can ban every spelling of forced text: a ``DecodingError``.
         whitespace, strict, lenient
             Grammar options (compact whitespace and closed objects by default; values are
             spelled canonically); see :func:`~structgen.compile_json_schema`. Under
@@ -209,9 +220,12 @@ class Generator:
             The schema is invalid, or uses a keyword structgen cannot honour.
         IncompleteGenerationError
             The budget ran out; ``partial_text``, ``token_ids`` and ``stats`` are kept.
+        DecodingError
+            The logits processing left no token the grammar allows at some position.
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                              seed=seed, speculate=speculate)
+                              seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
+                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors)
         return self._run(lambda one_schema, one_prompt: json_job(
             self.context, one_schema, one_prompt, config, whitespace=whitespace, strict=strict,
             include_schema=include_schema, raw=raw, lenient=lenient), stream, schema=schema, prompt=prompt)
@@ -243,6 +257,8 @@ class Generator:
 
     def text(self, compiled: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
+             repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+             logits_processors: Sequence[Callable[[Any, Any], Any]] = (),
              raw: bool = False, stream: bool = False) -> TextResult:
         """Generate text under a compiled grammar (:class:`~structgen.CompiledGrammar`).
 
@@ -258,7 +274,8 @@ class Generator:
             The budget ran out before the text was complete; the partial output is kept.
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                              seed=seed, speculate=speculate)
+                              seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
+                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors)
         return self._run(lambda one, one_prompt: text_job(self.context, one, one_prompt, config, raw=raw),
                          stream, compiled=compiled, prompt=prompt)
 
@@ -274,7 +291,8 @@ class Generator:
             execute: bool = False, max_retries: int = 4, max_new_tokens: int = 256, max_rows: int = 1000,
             time_limit: float = 10.0, temperature: float = 0.0, retry_temperature: float = 0.8,
             seed: int | None = None, speculate: bool | tuple[str, ...] = True, strict: bool = True,
-            stream: bool = False) -> SqlResult:
+            repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+            logits_processors: Sequence[Callable[[Any, Any], Any]] = (), stream: bool = False) -> SqlResult:
         """Write a SQLite query that answers ``question`` on ``database``, and check that it runs.
 
         The model sees the schema (DDL) and the question; decoding follows the SQL grammar
@@ -305,7 +323,8 @@ class Generator:
         ('SELECT count(*) FROM singer', [(6,)], 0, True)
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                              speculate=speculate)
+                              speculate=speculate, repetition_penalty=repetition_penalty,
+                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors)
         return self._run(lambda one_question, one_database: sql_job(
             self.context, one_question, one_database, config, execute=execute, max_retries=max_retries,
             max_rows=max_rows, time_limit=time_limit, retry_temperature=retry_temperature, strict=strict),
@@ -316,6 +335,8 @@ class Generator:
                    format: "str | ToolFormat | None" = None, strict: bool = True, max_new_tokens: int = 256,
                    temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                    speculate: bool | tuple[str, ...] = True, stop_repeated_calls: bool = True,
+                   repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+                   logits_processors: Sequence[Callable[[Any, Any], Any]] = (),
                    stream: bool = False) -> ToolCallResult:
         """The assistant's next turn: text, tool calls, or both, with arguments that validate.
 
@@ -344,6 +365,7 @@ class Generator:
             ``additionalProperties`` (default, as OpenAI's strict mode; an object that declares
             no keys stays free-form); ``False``: JSON Schema's open objects.
         max_new_tokens, temperature, top_p, top_k, seed, speculate, stream
+        repetition_penalty, no_repeat_ngram_size, logits_processors
             As in :meth:`json` (a stream yields the turn's raw text, calls in the format's markup).
         stop_repeated_calls
             End the answer before a call identical to an earlier one (name and arguments), the
@@ -377,7 +399,8 @@ class Generator:
         {'name': 'add', 'arguments': '{"a": 2, "b": 3}'}
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                              seed=seed, speculate=speculate)
+                              seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
+                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors)
         conversations = _is_conversations(messages)
         per_row_tools = conversations and isinstance(tools, list) and bool(tools) and all(
             isinstance(t, list) for t in tools)

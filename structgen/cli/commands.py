@@ -52,11 +52,15 @@ class Run:
     top_k: int = 0
     system: str | None = None
     messages: str | None = None
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
 
     def decoding(self, *, sampling: bool = True) -> dict[str, Any]:
         """The API's decoding keywords (``sampling``: with ``top_p`` and ``top_k``)."""
         options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                                   "seed": self.seed, "speculate": self.speculate}
+                                   "seed": self.seed, "speculate": self.speculate,
+                                   "repetition_penalty": self.repetition_penalty,
+                                   "no_repeat_ngram_size": self.no_repeat_ngram_size}
         if sampling:
             options.update(top_p=self.top_p, top_k=self.top_k)
         return options
@@ -196,6 +200,10 @@ def _options(*, sampling: bool = True, chat: bool = True) -> Callable[[Callable[
         click.option("--seed", type=int, default=None, help="Random seed for sampling."),
         click.option("--speculate/--no-speculate", default=True, show_default=True,
                      help="Draft and verify several tokens per forward pass (the output is the same)."),
+        click.option("--repetition-penalty", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
+                     show_default=True, help="transformers' repetition penalty over prompt and output (1: off)."),
+        click.option("--no-repeat-ngram-size", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Never repeat an n-gram of this many tokens (0: off)."),
         click.option("--stream", is_flag=True,
                      help="Print the text as it is generated (with -o json: one {\"chunk\": ...} line each)."),
         click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -14,7 +14,8 @@ structgen.errors.OptionError: max_new_tokens must be an int >= 1, not 0
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from structgen.errors import OptionError
 
@@ -54,6 +55,24 @@ class DecodeConfig:
         draft lengths with the pass-cost curve and then follows the measured acceptance.
     max_draft
         Longest draft proposed at once (``0``: none).
+    repetition_penalty
+        transformers' ``repetition_penalty`` (``1`` = off, else ``> 0``): every token already in
+        the prompt or the output has its logit divided by it when positive, multiplied when
+        negative. The prompt counts, as in transformers (its ``input_ids`` are prompt + output).
+    no_repeat_ngram_size
+        transformers' ``no_repeat_ngram_size`` (``0`` = off): a token that would repeat an
+        n-gram of this size already in the prompt + output is banned.
+    logits_processors
+        Callables called as transformers ``LogitsProcessor`` objects: ``processor(input_ids, scores)``
+        with ``input_ids`` of shape ``(1, prefix length)`` (prompt + output so far) and ``scores``
+        of shape ``(1, vocabulary)``, returning the new scores. Applied after the two options
+        above, in order.
+
+    These three act on each position's raw logits before the grammar mask, at every position
+    fed, drafted ones included (each sees the prefix step-by-step decoding would see there), so
+    drafting still reproduces ``speculate=False`` under them. Where they leave no token the
+    grammar allows, decoding ends with a ``DecodingError``. ``logits_processors`` is compared
+    but not hashed (callables need not be hashable).
 
     Raises
     ------
@@ -69,6 +88,9 @@ class DecodeConfig:
     speculate: bool | tuple[str, ...] = True
     acceptance_prior: float = 0.9
     max_draft: int = MAX_DRAFT
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    logits_processors: "tuple[Callable[[Any, Any], Any], ...]" = field(default=(), hash=False)
 
     def __post_init__(self) -> None:
         _check_int("max_new_tokens", self.max_new_tokens, 1)
@@ -80,6 +102,18 @@ class DecodeConfig:
             raise OptionError(f"top_p must be in (0, 1] (1 = off), not {self.top_p!r}")
         if not _is_number(self.acceptance_prior) or not 0 <= self.acceptance_prior <= 1:
             raise OptionError(f"acceptance_prior must be in [0, 1], not {self.acceptance_prior!r}")
+        if not _is_number(self.repetition_penalty) or not 0 < self.repetition_penalty < math.inf:
+            raise OptionError(f"repetition_penalty must be a finite number > 0 (1 = off), not {self.repetition_penalty!r}")
+        _check_int("no_repeat_ngram_size", self.no_repeat_ngram_size, 0, " (0 = off)")
+        processors = self.logits_processors
+        if isinstance(processors, (str, bytes)) or not hasattr(processors, "__iter__"):
+            raise OptionError("logits_processors must be a sequence of callables (transformers LogitsProcessors; "
+                              f"wrap one in a list), not {processors!r}")
+        processors = tuple(processors)
+        bad = [p for p in processors if not callable(p)]
+        if bad:
+            raise OptionError(f"logits_processors must be callables processor(input_ids, scores), not {bad[0]!r}")
+        object.__setattr__(self, "logits_processors", processors)
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise OptionError(f"seed must be an int or None, not {self.seed!r}")
         if not isinstance(self.speculate, bool):
@@ -99,6 +133,11 @@ class DecodeConfig:
         if self.speculate is True:
             return DRAFT_SOURCES
         return self.speculate or ()
+
+    @property
+    def processes(self) -> bool:
+        """Whether any logits processing (repetition penalty, n-gram ban, processors) is on."""
+        return self.repetition_penalty != 1 or self.no_repeat_ngram_size > 0 or bool(self.logits_processors)
 
     @property
     def greedy(self) -> bool:

@@ -68,7 +68,7 @@ class RowRequest:
     ``prompt_ids`` too), the prompt, tokens its first choice may not be, a stop test asked
     where the grammar may end (True ends the row there, finish ``"stop"``), and its own budget
     and sampling options (``config``: ``max_new_tokens``, ``temperature``, ``top_p``,
-    ``top_k``, ``seed``; default: the batch's)."""
+    ``top_k``, ``seed`` and the logits processing options; default: the batch's)."""
 
     matcher: Matcher
     prompt_ids: Sequence[int]
@@ -78,6 +78,9 @@ class RowRequest:
     #: called with the tokens the row accepted since the last call, once per step (a token and
     #: the draft kept before it arrive together), for streaming
     on_tokens: Callable[[list[int]], None] | None = None
+    #: the ids logits processors see before the output (default: ``prompt_ids``); e.g. the
+    #: padded row, as ``model.generate``'s own processors see it
+    history: Sequence[int] | None = None
 
 
 @dataclass
@@ -109,6 +112,8 @@ class _Row:
     finish: Finish | None = None
     error: DecodingError | None = None
     released: bool = False  # left the backend's batch
+    processors: list = field(default_factory=list)  # logits processors (none: the fast path)
+    history: list[int] = field(default_factory=list)  # what processors see before the output
 
     @property
     def done(self) -> bool:
@@ -180,6 +185,8 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
                   offset: int = 0) -> list[RowOutcome]:
     import torch
 
+    from structgen.decoding import sampling
+
     speculation = "on"
     if not config.speculate:
         speculation = "off"
@@ -205,6 +212,9 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
         rows.append(_Row(r, request, row_config,
                          GenerationStats(prefill_tokens=len(request.prompt_ids), speculation=speculation),
                          torch.Generator().manual_seed(seed), controller, started))
+        if row_config.processes:
+            rows[-1].processors = sampling.logits_processors(row_config)
+            rows[-1].history = list(request.history if request.history is not None else request.prompt_ids)
 
     with torch.no_grad():
         first = backend.prefill([list(row.request.prompt_ids) for row in rows])
@@ -212,6 +222,8 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
         for i, row in enumerate(rows):
             row.stats.forward_passes += 1
             masker.fill(words, i, row.request.matcher)
+            if row.processors:  # raw logits, before the mask (as transformers orders them)
+                sampling.process_logits(row.processors, first[i:i + 1], [row.history + row.tokens])
             if row.request.banned_first:
                 banned = torch.tensor(sorted(row.request.banned_first), device=first.device)
                 first[i, banned] = float("-inf")
@@ -251,6 +263,13 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
             pass_started = time.perf_counter()
             outs = backend.extend(feeds)
             pass_seconds = time.perf_counter() - pass_started
+            for row in live:
+                if row.processors:
+                    # each position sees the prefix step-by-step decoding would see there (row.tokens
+                    # already ends with the fed token), so drafting stays lossless under processors
+                    prefix = row.history + row.tokens
+                    sampling.process_logits(row.processors, outs[row.index],
+                                            [prefix + list(row.draft.tokens[:j]) for j in range(len(row.draft) + 1)])
             masked, alive = masker.apply(torch.cat([outs[row.index] for row in live]), words)
             # every position's greedy choice in one call (argmax: the first of equal maxima)
             choices = masked.argmax(dim=1).tolist() if any(row.config.greedy for row in live) else None
@@ -302,13 +321,14 @@ def check_context(backend: ModelBackend, prompts: Sequence[Sequence[int]], confi
 
 
 def _row_config(batch: DecodeConfig, own: DecodeConfig | None) -> DecodeConfig:
-    """The batch's drafting options with the row's own budget and sampling options."""
+    """The batch's drafting options with the row's own budget, sampling and processing options."""
     if own is None:
         return batch
     if not isinstance(own, DecodeConfig):
         raise OptionError(f"a row's config must be a DecodeConfig, not {type(own).__name__}")
     return replace(batch, max_new_tokens=own.max_new_tokens, temperature=own.temperature, top_p=own.top_p,
-                   top_k=own.top_k, seed=own.seed)
+                   top_k=own.top_k, seed=own.seed, repetition_penalty=own.repetition_penalty,
+                   no_repeat_ngram_size=own.no_repeat_ngram_size, logits_processors=own.logits_processors)
 
 
 def _for_row(source: DraftSource, prompt_ids: Sequence[int], config: DecodeConfig) -> DraftSource:
@@ -330,6 +350,11 @@ def _take(row: _Row, masked: "torch.Tensor", alive: bool, greedy: int) -> "int |
     if not alive:
         matcher = row.request.matcher
         _end(row, DecodingError("the grammar allows no token here: " + (matcher.last_rejection or "dead end")))
+        return None
+    if _none_left(row, masked):
+        _end(row, DecodingError(
+            "the logits processing (repetition_penalty, no_repeat_ngram_size, logits_processors) left no token "
+            "the grammar allows here (e.g. forced text that repeats an n-gram of the prompt); loosen it"))
         return None
     if row.config.greedy:
         row.next_token = greedy
@@ -369,6 +394,12 @@ def _begin_step(row: _Row, vocab: Vocabulary) -> bool:
     return True
 
 
+def _none_left(row: _Row, masked: "torch.Tensor") -> bool:
+    """Whether the row's logits processors set every token the grammar allows to ``-inf`` (the
+    mask alone cannot tell: its ``alive`` counts only the grammar)."""
+    return bool(row.processors) and not bool(masked.isfinite().any())
+
+
 def _report(row: _Row) -> None:
     """Hand the row's tokens accepted since the last report to its ``on_tokens``."""
     if row.request.on_tokens is not None and len(row.tokens) > row.reported:
@@ -406,6 +437,9 @@ def _verify(row: _Row, masked: "torch.Tensor", alive: list[bool], choices: list[
     kept, choice = 0, None
     greedy = choices if config.greedy else None
     for i, proposed in enumerate(draft.tokens[: row.walked]):
+        if _none_left(row, masked[i]):  # step-by-step fails here: so does this (in _take, below)
+            choice = None
+            break
         if greedy is not None:
             ok, choice = greedy[i] == proposed, greedy[i]
         else:

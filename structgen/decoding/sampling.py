@@ -48,12 +48,68 @@ True
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
 from structgen.errors import OptionError
 
-__all__ = ["target_probs", "greedy_token", "sample_token", "verify_draft", "verify_sampled_draft"]
+if TYPE_CHECKING:
+    from structgen.decoding.config import DecodeConfig
+
+__all__ = ["logits_processors", "process_logits", "target_probs", "greedy_token", "sample_token", "verify_draft",
+           "verify_sampled_draft"]
+
+#: A transformers-style logits processor: ``processor(input_ids (1, n), scores (1, vocab)) -> scores``.
+Processor = Callable[[Any, Any], Any]
+
+
+def logits_processors(config: "DecodeConfig") -> list[Processor]:
+    """The processors ``config`` asks for, in transformers' order: repetition penalty, n-gram
+    ban, then the user's own (``[]`` when none: the loop then skips processing altogether).
+
+    They are transformers' own classes, so a drafted run equals ``model.generate`` under the
+    same options.
+
+    Example
+    -------
+    >>> from structgen.decoding.config import DecodeConfig
+    >>> [type(p).__name__ for p in logits_processors(DecodeConfig(repetition_penalty=1.3))]
+    ['RepetitionPenaltyLogitsProcessor']
+    """
+    processors: list[Processor] = []
+    if config.repetition_penalty == 1 and not config.no_repeat_ngram_size:
+        return list(config.logits_processors)
+    from transformers import NoRepeatNGramLogitsProcessor, RepetitionPenaltyLogitsProcessor
+
+    if config.repetition_penalty != 1:
+        processors.append(RepetitionPenaltyLogitsProcessor(config.repetition_penalty))
+    if config.no_repeat_ngram_size:
+        processors.append(NoRepeatNGramLogitsProcessor(config.no_repeat_ngram_size))
+    return processors + list(config.logits_processors)
+
+
+def process_logits(processors: Sequence[Processor], logits: torch.Tensor, prefixes: Sequence[Sequence[int]]) -> None:
+    """Apply ``processors`` in place to each row of ``logits`` (one per position, raw: before
+    the grammar mask), row ``j`` seeing ``prefixes[j]`` (prompt + output before that position)
+    as its ``input_ids``. One call per position: a drafted position gets exactly what
+    step-by-step decoding would give it.
+
+    Example
+    -------
+    >>> import torch
+    >>> from transformers import RepetitionPenaltyLogitsProcessor
+    >>> logits = torch.tensor([[2.0, -1.0, 1.0], [2.0, -1.0, 1.0]])
+    >>> process_logits([RepetitionPenaltyLogitsProcessor(2.0)], logits, [[0], [0, 1]])
+    >>> logits.tolist()
+    [[1.0, -1.0, 1.0], [1.0, -2.0, 1.0]]
+    """
+    for j, prefix in enumerate(prefixes):
+        ids = torch.tensor([list(prefix)], dtype=torch.long, device=logits.device)
+        scores = logits[j:j + 1]
+        for processor in processors:
+            scores = processor(ids, scores)
+        logits[j:j + 1] = scores
 
 
 def _check_1d(t: torch.Tensor, name: str) -> None:

@@ -11,10 +11,16 @@ fewer passes. It returns ``generate``'s usual tensor: each row's prompt (as padd
 tokens and its end-of-sequence token, rows right-padded with ``pad_token_id``. A row that runs
 out of ``max_new_tokens`` keeps what it wrote, as ``generate`` does.
 
-Greedy (``do_sample=False``) and sampling (``temperature``, ``top_k``, ``top_p``) are honoured;
-other logits processors and stopping criteria are refused (an ``OptionError`` naming them):
-they are not applied inside the drafted loop yet. A ``streamer`` given to ``drafted_generate``
-(one prompt) receives each pass's accepted tokens.
+Greedy (``do_sample=False``) and sampling (``temperature``, ``top_k``, ``top_p``) are honoured
+by the loop itself. The other logits processors ``generate`` prepares (``repetition_penalty``,
+``no_repeat_ngram_size``, a ``logits_processor=[...]`` of your own) run inside the loop on each
+position's raw logits before the mask, drafted positions included, each seeing the row as
+``generate`` would (the prompt as padded, then the output so far); they must depend on that
+prefix only, and are called one row at a time (batch index 0; transformers' repetition
+penalty gets each row's own padding length). Other warpers (``min_p``, ``typical_p``, ...) and
+stopping criteria the loop cannot apply (``stop_strings``, ...) are refused (an
+``OptionError`` naming them). A ``streamer`` given to ``drafted_generate`` (one prompt)
+receives each pass's accepted tokens.
 
 Example
 -------
@@ -27,6 +33,7 @@ Example
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -39,7 +46,8 @@ from structgen.tasks.context import ModelContext
 __all__ = ["drafted_generate"]
 
 #: what ``generate`` prepares that the loop honours itself (from ``do_sample``, ``temperature``,
-#: ``top_k``, ``top_p``, ``max_new_tokens`` and the end-of-sequence ids)
+#: ``top_k``, ``top_p``, ``max_new_tokens`` and the end-of-sequence ids; structgen's own
+#: ``LogitsProcessor``, whose grammar is the one given here)
 _HONOURED = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "LogitsProcessor",
              "MaxLengthCriteria", "EosTokenCriteria", "MaxTimeCriteria")
 
@@ -67,8 +75,8 @@ def drafted_generate(grammar: Any, tokenizer: Any, *, streamer: Any = None) -> C
     ------
     OptionError
         At ``generate``: a grammar compiled over another vocabulary than the model's, a list of
-        grammars that does not divide the batch, or a logits processor or stopping criterion
-        the loop does not apply.
+        grammars that does not divide the batch, or a warper or stopping criterion the loop does
+        not apply.
     """
     grammars = list(grammar) if isinstance(grammar, (list, tuple)) else [grammar]
     if not grammars or not all(callable(getattr(g, "matcher", None)) for g in grammars):
@@ -84,7 +92,9 @@ def drafted_generate(grammar: Any, tokenizer: Any, *, streamer: Any = None) -> C
 def _generate(model: Any, input_ids: torch.LongTensor, logits_processor: Any, stopping_criteria: Any,
               generation_config: Any, grammars: list[Any], tokenizer: Any, streamer: Any,
               model_kwargs: dict[str, Any]) -> torch.LongTensor:
-    _refuse_unknown(list(logits_processor or []) + list(stopping_criteria or []))
+    processors = [p for p in logits_processor or [] if type(p).__name__ not in _HONOURED]
+    # generate runs warpers after the mask and temperature; the loop would run them before: refuse
+    _refuse_unknown([p for p in processors if type(p).__name__.endswith("Warper")] + list(stopping_criteria or []))
     context = _context(model, tokenizer)
     rows = input_ids.shape[0]
     if rows % len(grammars):
@@ -95,8 +105,12 @@ def _generate(model: Any, input_ids: torch.LongTensor, logits_processor: Any, st
                               "structgen.compile_*(..., tokenizer, model=model)")
     mask = model_kwargs.get("attention_mask")
     prompts = [row[mask[r].bool()].tolist() if mask is not None else row.tolist() for r, row in enumerate(input_ids)]
-    config = _config(generation_config, input_ids.shape[1])
-    requests = [RowRequest(grammars[r // (rows // len(grammars))].matcher(), prompts[r]) for r in range(rows)]
+    config = _config(generation_config, input_ids.shape[1], processors)
+    # processors see each row as generate's do: the prompt as padded, then the output
+    requests = [RowRequest(grammars[r // (rows // len(grammars))].matcher(), prompts[r],
+                           history=input_ids[r].tolist() if processors else None,
+                           config=replace(config, logits_processors=_for_row(processors, r)) if processors else None)
+                for r in range(rows)]
     if streamer is not None:
         if rows > 1:
             raise OptionError("a streamer takes one prompt (as in transformers)")
@@ -130,15 +144,29 @@ def _refuse_unknown(parts: list[Any]) -> None:
                           "use model.generate with logits_processor=[structgen.LogitsProcessor(compiled)] instead")
 
 
-def _config(generation_config: Any, prompt_width: int) -> DecodeConfig:
+def _for_row(processors: list[Any], r: int) -> list[Any]:
+    """The processors for row ``r`` alone (the loop calls them one row at a time): transformers'
+    repetition penalty holds every row's padding length, which becomes row ``r``'s own."""
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    own = []
+    for processor in processors:
+        ignore = getattr(processor, "prompt_ignore_length", None)
+        if isinstance(processor, RepetitionPenaltyLogitsProcessor) and isinstance(ignore, torch.Tensor):
+            processor = RepetitionPenaltyLogitsProcessor(processor.penalty, prompt_ignore_length=int(ignore[r]))
+        own.append(processor)
+    return own
+
+
+def _config(generation_config: Any, prompt_width: int, processors: list[Any]) -> DecodeConfig:
     budget = generation_config.max_new_tokens
     if budget is None:
         budget = generation_config.max_length - prompt_width
     if not generation_config.do_sample:
-        return DecodeConfig(max_new_tokens=budget)
+        return DecodeConfig(max_new_tokens=budget, logits_processors=processors)
     return DecodeConfig(max_new_tokens=budget, temperature=generation_config.temperature or 1.0,
                         top_p=generation_config.top_p if generation_config.top_p is not None else 1.0,
-                        top_k=generation_config.top_k or 0)
+                        top_k=generation_config.top_k or 0, logits_processors=processors)
 
 
 def _context(model: Any, tokenizer: Any) -> ModelContext:
