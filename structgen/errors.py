@@ -25,6 +25,7 @@ __all__ = [
     "ContextLengthError",
     "DecodingError",
     "IncompleteGenerationError",
+    "BudgetTooSmallError",
     "SqlGenerationError",
     "ModelNotInstalledError",
     "UnsafeCacheWarning",
@@ -174,6 +175,17 @@ class IncompleteGenerationError(DecodingError):
         self.partial_text = partial_text
         self.token_ids = token_ids
         self.stats = stats
+
+
+class BudgetTooSmallError(DecodingError, ValueError):
+    """``max_new_tokens`` is below the fewest tokens any complete output needs (``needed``),
+    so no output could be complete within it; raised before decoding starts, under the default
+    ``budget="complete"``."""
+
+    def __init__(self, message: str, *, needed: int, max_new_tokens: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.max_new_tokens = max_new_tokens
 
 
 class SqlGenerationError(DecodingError):

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import structgen
-from structgen import IncompleteGenerationError, OptionError, SchemaError
+from structgen import BudgetTooSmallError, IncompleteGenerationError, OptionError, SchemaError
 from structgen.decoding.backend import TransformersBackend
 from structgen.decoding.costs import SIZES, PassCosts
 
@@ -53,7 +53,7 @@ def _alone(gen, schema, prompt):
         return r.token_ids, r
     except IncompleteGenerationError as err:
         return err.token_ids, err
-    except SchemaError as err:
+    except (SchemaError, BudgetTooSmallError) as err:
         return None, err
 
 
@@ -113,8 +113,9 @@ def test_each_row_equals_that_row_decoded_alone(runs, generator, config, i):
 
 def test_every_row_gets_its_own_result_or_error(runs):
     by_name = dict(zip([r[0] for r in ROWS], runs["batch"]))
-    assert isinstance(by_name["over-budget"], IncompleteGenerationError)
-    assert by_name["over-budget"].token_ids and by_name["over-budget"].stats.new_tokens == MAX_NEW_TOKENS
+    # 40 integers need more than the budget: refused before decoding, the other rows go on
+    assert isinstance(by_name["over-budget"], BudgetTooSmallError)
+    assert by_name["over-budget"].needed > MAX_NEW_TOKENS == by_name["over-budget"].max_new_tokens
     assert isinstance(by_name["invalid-schema"], SchemaError)
     assert isinstance(by_name["unwanted-only"], structgen.JsonResult)
     assert len(by_name["unwanted-only"].value) == 4 and set(by_name["unwanted-only"].value) <= set("~^|")
@@ -129,7 +130,7 @@ def test_every_row_gets_its_own_result_or_error(runs):
 def test_rows_leave_the_batch_as_they_end(runs):
     results = [r for r in runs["batch-step"] if isinstance(r, structgen.JsonResult)]
     first = [r.stats.steps[0].rows for r in results if r.stats.steps]
-    assert max(first) == len(ROWS) - 1  # the invalid schema never joined
+    assert max(first) == len(ROWS) - 2  # the invalid schema and the budget too small never joined
     short = min(results, key=lambda r: len(r.stats.steps))
     long = max(results, key=lambda r: len(r.stats.steps))
     assert long.stats.steps[-1].rows < long.stats.steps[0].rows  # the batch thinned around it

@@ -343,7 +343,8 @@ def test_tools_prints_the_assistant_message(tmp_path):
 @pytest.mark.slow
 def test_a_budget_that_runs_out_is_exit_code_4(tmp_path):
     schema = write(tmp_path / "person.json", PERSON)
-    out = structgen("json", schema, "Extract the person: Ada Lovelace, 36.", "--max-new-tokens", "3", "-o", "json")
+    out = structgen("json", schema, "Extract the person: Ada Lovelace, 36.", "--max-new-tokens", "3", "--budget", "raise",
+                    "-o", "json")
     assert_error(out, EXIT_INCOMPLETE, "max_new_tokens")
     record = json.loads(out.stdout)
     assert record["error"]["type"] == "IncompleteGenerationError"

@@ -41,7 +41,7 @@ def test_schema_as_json_text_and_pydantic_model(generator):
 
 def test_budget_exhausted_keeps_the_partial_output(generator):
     with pytest.raises(IncompleteGenerationError) as info:
-        generator.json({"type": "string"}, "Write a long story about a cat.", max_new_tokens=3)
+        generator.json({"type": "string"}, "Write a long story about a cat.", max_new_tokens=3, budget="raise")
     err = info.value
     assert len(err.token_ids) == 3 and err.partial_text.startswith('"')
     assert err.stats.new_tokens == 3

@@ -76,7 +76,7 @@ def test_batch_stream_yields_rows_then_the_list(generator):
 
 
 def test_stream_errors_are_raised_where_the_iteration_is(generator):
-    items = generator.json(PERSON, PROMPT, max_new_tokens=3, stream=True)
+    items = generator.json(PERSON, PROMPT, max_new_tokens=3, budget="raise", stream=True)
     with pytest.raises(structgen.IncompleteGenerationError) as info:
         list(items)
     assert info.value.partial_text.startswith('{"')

@@ -413,4 +413,4 @@ def test_a_repeated_call_ends_the_answer(generator):
     assert r.text.endswith("}]</tool_call>") and parse_calls(FORMATS[r.format], r.text)[1]
     with pytest.raises(structgen.IncompleteGenerationError):
         generator.tool_calls(case["tools"], case["messages"], tool_choice="required", max_new_tokens=160,
-                             stop_repeated_calls=False)
+                             stop_repeated_calls=False, budget="raise")

@@ -163,7 +163,7 @@ class Generator:
     def json(self, schema: Any, prompt: "str | Sequence[Any]", *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
              repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-             logits_processors: Sequence[Callable[[Any, Any], Any]] = (),
+             logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete",
              whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
              raw: bool = False, lenient: bool = False, stream: bool = False) -> Any:
         """Generate one JSON value that validates against ``schema`` (or, given lists, one per row).
@@ -181,7 +181,14 @@ class Generator:
             :meth:`prompt_ids` for how it reaches the model. A list of prompts (or of
             conversations) decodes a batch.
         max_new_tokens
-            Token budget; running out raises :class:`~structgen.IncompleteGenerationError`.
+            Token budget. Under ``budget="complete"`` (default) the value is complete and valid
+            within it: near the end only tokens that leave a completion within the tokens left
+            are chosen, so a value may be cut short (a string closed early, an array ended);
+            ``finish_reason`` is then ``"length"``. A budget below the schema's shortest value
+            raises :class:`~structgen.BudgetTooSmallError` before decoding.
+        budget
+            ``"complete"`` (default) as above; ``"raise"``: the model's choices are left alone
+            and running out raises :class:`~structgen.IncompleteGenerationError`.
         temperature, top_p, top_k, seed
             ``temperature=0`` is greedy; otherwise sampling from the masked distribution.
         speculate
@@ -219,13 +226,17 @@ class Generator:
         SchemaError, UnsupportedFeatureError
             The schema is invalid, or uses a keyword structgen cannot honour.
         IncompleteGenerationError
-            The budget ran out; ``partial_text``, ``token_ids`` and ``stats`` are kept.
+            ``budget="raise"`` and the budget ran out; ``partial_text``, ``token_ids`` and
+            ``stats`` are kept.
+        BudgetTooSmallError
+            ``budget="complete"`` and no value fits ``max_new_tokens`` (before decoding).
         DecodingError
             The logits processing left no token the grammar allows at some position.
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
-                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors)
+                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors,
+                              budget=budget)
         return self._run(lambda one_schema, one_prompt: json_job(
             self.context, one_schema, one_prompt, config, whitespace=whitespace, strict=strict,
             include_schema=include_schema, raw=raw, lenient=lenient), stream, schema=schema, prompt=prompt)
@@ -258,7 +269,7 @@ class Generator:
     def text(self, compiled: Any, prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0,
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
              repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-             logits_processors: Sequence[Callable[[Any, Any], Any]] = (),
+             logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete",
              raw: bool = False, stream: bool = False) -> TextResult:
         """Generate text under a compiled grammar (:class:`~structgen.CompiledGrammar`).
 
@@ -271,11 +282,13 @@ class Generator:
         OptionError
             A decoding option is out of range.
         IncompleteGenerationError
-            The budget ran out before the text was complete; the partial output is kept.
+            ``budget="raise"`` and the budget ran out before the text was complete; the partial
+            output is kept.
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
-                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors)
+                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors,
+                              budget=budget)
         return self._run(lambda one, one_prompt: text_job(self.context, one, one_prompt, config, raw=raw),
                          stream, compiled=compiled, prompt=prompt)
 
@@ -292,7 +305,7 @@ class Generator:
             time_limit: float = 10.0, temperature: float = 0.0, retry_temperature: float = 0.8,
             seed: int | None = None, speculate: bool | tuple[str, ...] = True, strict: bool = True,
             repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-            logits_processors: Sequence[Callable[[Any, Any], Any]] = (), stream: bool = False) -> SqlResult:
+            logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete", stream: bool = False) -> SqlResult:
         """Write a SQLite query that answers ``question`` on ``database``, and check that it runs.
 
         The model sees the schema (DDL) and the question; decoding follows the SQL grammar
@@ -324,7 +337,8 @@ class Generator:
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                               speculate=speculate, repetition_penalty=repetition_penalty,
-                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors)
+                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors,
+                              budget=budget)
         return self._run(lambda one_question, one_database: sql_job(
             self.context, one_question, one_database, config, execute=execute, max_retries=max_retries,
             max_rows=max_rows, time_limit=time_limit, retry_temperature=retry_temperature, strict=strict),
@@ -336,7 +350,7 @@ class Generator:
                    temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                    speculate: bool | tuple[str, ...] = True, stop_repeated_calls: bool = True,
                    repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-                   logits_processors: Sequence[Callable[[Any, Any], Any]] = (),
+                   logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete",
                    stream: bool = False) -> ToolCallResult:
         """The assistant's next turn: text, tool calls, or both, with arguments that validate.
 
@@ -365,7 +379,7 @@ class Generator:
             ``additionalProperties`` (default, as OpenAI's strict mode; an object that declares
             no keys stays free-form); ``False``: JSON Schema's open objects.
         max_new_tokens, temperature, top_p, top_k, seed, speculate, stream
-        repetition_penalty, no_repeat_ngram_size, logits_processors
+        repetition_penalty, no_repeat_ngram_size, logits_processors, budget
             As in :meth:`json` (a stream yields the turn's raw text, calls in the format's markup).
         stop_repeated_calls
             End the answer before a call identical to an earlier one (name and arguments), the
@@ -387,7 +401,7 @@ class Generator:
             Bad tools, ``tool_choice``, messages, ``format`` or decoding options, before anything
             runs.
         IncompleteGenerationError
-            The budget ran out; the partial output is kept.
+            ``budget="raise"`` and the budget ran out; the partial output is kept.
 
         Example
         -------
@@ -400,7 +414,8 @@ class Generator:
         """
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
-                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors)
+                              no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors,
+                              budget=budget)
         conversations = _is_conversations(messages)
         per_row_tools = conversations and isinstance(tools, list) and bool(tools) and all(
             isinstance(t, list) for t in tools)

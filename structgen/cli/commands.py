@@ -54,13 +54,14 @@ class Run:
     messages: str | None = None
     repetition_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
+    budget: str = "complete"
 
     def decoding(self, *, sampling: bool = True) -> dict[str, Any]:
         """The API's decoding keywords (``sampling``: with ``top_p`` and ``top_k``)."""
         options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
                                    "seed": self.seed, "speculate": self.speculate,
                                    "repetition_penalty": self.repetition_penalty,
-                                   "no_repeat_ngram_size": self.no_repeat_ngram_size}
+                                   "no_repeat_ngram_size": self.no_repeat_ngram_size, "budget": self.budget}
         if sampling:
             options.update(top_p=self.top_p, top_k=self.top_k)
         return options
@@ -194,7 +195,11 @@ def _options(*, sampling: bool = True, chat: bool = True) -> Callable[[Callable[
                      help="A local transformers model directory (config, weights, tokenizer). "
                           "Default: the embedded SmolLM2-135M-Instruct."),
         click.option("--max-new-tokens", type=click.IntRange(min=1), default=256, show_default=True,
-                     help="Token budget; running out exits with code 4."),
+                     help="Token budget; the output is complete within it (see --budget)."),
+        click.option("--budget", type=click.Choice(["complete", "raise"]), default="complete", show_default=True,
+                     help="complete: near the end only tokens that leave a complete output within the budget "
+                          "(finish reason 'length' when that cut a value short); raise: running out exits "
+                          "with code 4."),
         click.option("-t", "--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
                      help="0 is greedy; above 0 samples from the constrained distribution."),
         click.option("--seed", type=int, default=None, help="Random seed for sampling."),

@@ -19,10 +19,13 @@ from typing import Any, Callable
 
 from structgen.errors import OptionError
 
-__all__ = ["DRAFT_SOURCES", "DecodeConfig", "MAX_DRAFT"]
+__all__ = ["BUDGETS", "DRAFT_SOURCES", "DecodeConfig", "MAX_DRAFT"]
 
 #: Longest draft proposed at once.
 MAX_DRAFT = 16
+
+#: What ``budget`` may be: keep a complete output within ``max_new_tokens``, or raise when it runs out.
+BUDGETS = ("complete", "raise")
 #: The draft sources by name: the text the grammar forces, values copied from the prompt, a
 #: draft model's guesses (when the generator has one).
 DRAFT_SOURCES = ("forced", "lookup", "model")
@@ -68,6 +71,17 @@ class DecodeConfig:
         of shape ``(1, vocabulary)``, returning the new scores. Applied after the two options
         above, in order.
 
+    budget
+        What happens as ``max_new_tokens`` runs out. ``"complete"`` (default): from each
+        position only tokens that leave a complete output within the tokens left are chosen
+        (the shortest completion, counted in this vocabulary's tokens; see
+        :meth:`~structgen.engine.matcher.Matcher.completion_length`), so the output is complete
+        and valid when the budget ends; values may be cut short (a string closed early, an
+        array ended), and ``finish_reason`` is then ``"length"``. A budget below the grammar's
+        shortest completion is refused before decoding (``BudgetTooSmallError``). ``"raise"``:
+        the model's choices are left alone and a budget that runs out raises
+        ``IncompleteGenerationError`` with the partial output.
+
     These three act on each position's raw logits before the grammar mask, at every position
     fed, drafted ones included (each sees the prefix step-by-step decoding would see there), so
     drafting still reproduces ``speculate=False`` under them. Where they leave no token the
@@ -91,6 +105,7 @@ class DecodeConfig:
     repetition_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
     logits_processors: "tuple[Callable[[Any, Any], Any], ...]" = field(default=(), hash=False)
+    budget: str = "complete"
 
     def __post_init__(self) -> None:
         _check_int("max_new_tokens", self.max_new_tokens, 1)
@@ -104,6 +119,8 @@ class DecodeConfig:
             raise OptionError(f"acceptance_prior must be in [0, 1], not {self.acceptance_prior!r}")
         if not _is_number(self.repetition_penalty) or not 0 < self.repetition_penalty < math.inf:
             raise OptionError(f"repetition_penalty must be a finite number > 0 (1 = off), not {self.repetition_penalty!r}")
+        if self.budget not in BUDGETS:
+            raise OptionError(f"budget must be one of {', '.join(map(repr, BUDGETS))}, not {self.budget!r}")
         _check_int("no_repeat_ngram_size", self.no_repeat_ngram_size, 0, " (0 = off)")
         processors = self.logits_processors
         if isinstance(processors, (str, bytes)) or not hasattr(processors, "__iter__"):

@@ -51,7 +51,8 @@ from structgen.decoding.masking import Masker
 from structgen.decoding.stats import GenerationStats, StepStats
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
-from structgen.errors import ContextLengthError, DecodingError, IncompleteGenerationError, OptionError
+from structgen.errors import (BudgetTooSmallError, ContextLengthError, DecodingError, IncompleteGenerationError,
+                              OptionError)
 
 if TYPE_CHECKING:  # torch is imported where a model runs, so compiling grammars never needs it
     import numpy as np
@@ -59,8 +60,9 @@ if TYPE_CHECKING:  # torch is imported where a model runs, so compiling grammars
 
 __all__ = ["Finish", "RowRequest", "RowOutcome", "check_context", "decode", "decode_rows"]
 
-#: How a row ended: the model chose EOS, the grammar allowed nothing more, or ``stop`` said so.
-Finish = Literal["eos", "grammar", "stop"]
+#: How a row ended: the model chose EOS, the grammar allowed nothing more, ``stop`` said so, or
+#: (``budget="complete"``) it ended complete after the budget changed some choice to fit.
+Finish = Literal["eos", "grammar", "stop", "length"]
 
 @dataclass
 class RowRequest:
@@ -114,6 +116,13 @@ class _Row:
     released: bool = False  # left the backend's batch
     processors: list = field(default_factory=list)  # logits processors (none: the fast path)
     history: list[int] = field(default_factory=list)  # what processors see before the output
+    budgeted: bool = False  # choices keep a complete output within the budget
+    cut: bool = False  # the budget changed some choice: the output may be cut short
+
+    @property
+    def left(self) -> int:
+        """Tokens left at the position being chosen (it included)."""
+        return self.config.max_new_tokens - len(self.tokens)
 
     @property
     def done(self) -> bool:
@@ -140,12 +149,17 @@ def decode(backend: ModelBackend, vocab: Vocabulary, matcher: Matcher, prompt_id
     never the output.
 
     ``token_ids`` exclude the final EOS. ``finish`` is ``"eos"`` when the model chose an
-    end-of-sequence token and ``"grammar"`` when nothing else could follow (no pass spent).
+    end-of-sequence token and ``"grammar"`` when nothing else could follow (no pass spent);
+    ``"length"`` when, under ``config.budget="complete"``, the budget changed some choice so
+    that the output ends complete within it (see :mod:`structgen.decoding.budget`).
 
     Raises
     ------
     IncompleteGenerationError
-        ``config.max_new_tokens`` ran out first; it carries the partial text, tokens and stats.
+        ``config.max_new_tokens`` ran out first (``budget="raise"``); it carries the partial
+        text, tokens and stats.
+    BudgetTooSmallError
+        ``budget="complete"`` and no complete output fits ``max_new_tokens``: before any pass.
     DecodingError
         The grammar allowed no token (a dead end), or the model and the grammar disagreed.
     """
@@ -215,6 +229,10 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
         if row_config.processes:
             rows[-1].processors = sampling.logits_processors(row_config)
             rows[-1].history = list(request.history if request.history is not None else request.prompt_ids)
+        if row_config.budget == "complete":
+            _check_budget(rows[-1])
+    if all(row.done for row in rows):  # every budget refused: no pass at all
+        return [RowOutcome(row.tokens, row.finish, row.stats, row.error) for row in rows]
 
     with torch.no_grad():
         first = backend.prefill([list(row.request.prompt_ids) for row in rows])
@@ -230,7 +248,8 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
         masked, alive = masker.apply(first, words)
         choices = masked.argmax(dim=1).tolist()
         for i, row in enumerate(rows):
-            _take(row, masked[i], bool(alive[i]), choices[i])
+            if not row.done:
+                _take(row, masked[i], bool(alive[i]), choices[i])
         for step in itertools.count():
             step_started = time.perf_counter()
             live = [row for row in rows if not row.done and _begin_step(row, vocab)]
@@ -321,14 +340,16 @@ def check_context(backend: ModelBackend, prompts: Sequence[Sequence[int]], confi
 
 
 def _row_config(batch: DecodeConfig, own: DecodeConfig | None) -> DecodeConfig:
-    """The batch's drafting options with the row's own budget, sampling and processing options."""
+    """The batch's drafting options with the row's own budget (and budget rule), sampling and
+    processing options."""
     if own is None:
         return batch
     if not isinstance(own, DecodeConfig):
         raise OptionError(f"a row's config must be a DecodeConfig, not {type(own).__name__}")
     return replace(batch, max_new_tokens=own.max_new_tokens, temperature=own.temperature, top_p=own.top_p,
                    top_k=own.top_k, seed=own.seed, repetition_penalty=own.repetition_penalty,
-                   no_repeat_ngram_size=own.no_repeat_ngram_size, logits_processors=own.logits_processors)
+                   no_repeat_ngram_size=own.no_repeat_ngram_size, logits_processors=own.logits_processors,
+                   budget=own.budget)
 
 
 def _for_row(source: DraftSource, prompt_ids: Sequence[int], config: DecodeConfig) -> DraftSource:
@@ -336,7 +357,30 @@ def _for_row(source: DraftSource, prompt_ids: Sequence[int], config: DecodeConfi
     return for_row(prompt_ids, config) if for_row is not None else source
 
 
+def _check_budget(row: _Row) -> None:
+    """Turn the budget rule on for the row, or end it at once when no complete output fits its
+    budget; a grammar whose shortest completion is not found within the search's limit keeps
+    ``budget="raise"``'s behaviour (said in the log)."""
+    needed = row.request.matcher.completion_length()
+    if needed is None:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "budget='complete': no completion found within the search limit from this grammar's "
+            "start; decoding as budget='raise'")
+        return
+    if needed > row.config.max_new_tokens:
+        _end(row, BudgetTooSmallError(
+            f"max_new_tokens={row.config.max_new_tokens} is below the {needed} tokens the shortest complete "
+            "output needs; raise it (or loosen the grammar)", needed=needed,
+            max_new_tokens=row.config.max_new_tokens))
+        return
+    row.budgeted = True
+
+
 def _end(row: _Row, error: DecodingError | None = None, finish: Finish | None = None) -> None:
+    if row.cut and finish in ("eos", "grammar"):
+        finish = "length"
     row.error, row.finish = error, finish
     row.stats.new_tokens = len(row.tokens)
     row.stats.seconds = time.perf_counter() - row.started
@@ -357,12 +401,40 @@ def _take(row: _Row, masked: "torch.Tensor", alive: bool, greedy: int) -> "int |
             "the grammar allows here (e.g. forced text that repeats an n-gram of the prompt); loosen it"))
         return None
     if row.config.greedy:
-        row.next_token = greedy
+        first = greedy
     else:
         probs = sampling.target_probs(masked, temperature=row.config.temperature, top_k=row.config.top_k,
                                       top_p=row.config.top_p)
-        row.next_token = sampling.sample_token(probs, row.generator)
+        first = sampling.sample_token(probs, row.generator)
+    row.next_token = _within_budget(row, masked, first)
     return row.next_token
+
+
+def _within_budget(row: _Row, masked: "torch.Tensor", first: int) -> "int | None":
+    """``first`` (the model's choice at the row's position), or under the budget rule the
+    choice among the tokens that fit (:mod:`structgen.decoding.budget`); ends the row when no
+    allowed token fits."""
+    from structgen.decoding import budget, sampling
+
+    if not row.budgeted:
+        return first
+    matcher, left = row.request.matcher, row.left
+    if row.config.greedy:
+        token = budget.greedy_within(matcher, masked, first, left)
+    else:
+        probs = sampling.target_probs(masked, temperature=row.config.temperature, top_k=row.config.top_k,
+                                      top_p=row.config.top_p)
+        token = budget.sample_within(matcher, probs, first, left, row.generator)
+        if token is None:  # the sampling cut-offs left none that fits: the best that does
+            token = budget.greedy_within(matcher, masked, int(masked.argmax()), left)
+    if token is None:
+        _end(row, DecodingError(
+            f"no token the grammar and the logits processing allow here leaves a complete output within "
+            f"the {left} tokens left of max_new_tokens={row.config.max_new_tokens}; loosen the processing "
+            "or raise the budget"))
+        return None
+    row.cut = row.cut or token != first
+    return token
 
 
 def _begin_step(row: _Row, vocab: Vocabulary) -> bool:
@@ -392,6 +464,16 @@ def _begin_step(row: _Row, vocab: Vocabulary) -> bool:
         _end(row, finish="stop")
         return False
     return True
+
+
+def _fits_drafted(row: _Row, i: int) -> bool:
+    """Whether the row's draft token ``i`` (its matcher walked past it) fits the budget at its
+    position, as :func:`structgen.decoding.budget.fits` would judge it there."""
+    proposed = row.draft.tokens[i]
+    if proposed in row.request.matcher.vocabulary.eos_ids:
+        return True
+    needed = row.request.matcher.completion_length(back=row.walked - i - 1)
+    return needed is not None and needed <= row.left - i - 1
 
 
 def _none_left(row: _Row, masked: "torch.Tensor") -> bool:
@@ -442,6 +524,15 @@ def _verify(row: _Row, masked: "torch.Tensor", alive: list[bool], choices: list[
             break
         if greedy is not None:
             ok, choice = greedy[i] == proposed, greedy[i]
+            # under the budget the proposal must also fit (else step-by-step chooses another)
+            ok = ok and (not row.budgeted or _fits_drafted(row, i))
+        elif row.budgeted:
+            # the draw step-by-step decoding makes here: kept if it is the proposal and fits,
+            # else the choice after the refusal starts from it (exact, and token-identical)
+            probs = sampling.target_probs(masked[i], temperature=config.temperature, top_k=config.top_k,
+                                          top_p=config.top_p)
+            choice = sampling.sample_token(probs, row.generator)
+            ok = choice == proposed and _fits_drafted(row, i)
         else:
             probs = sampling.target_probs(masked[i], temperature=config.temperature, top_k=config.top_k,
                                           top_p=config.top_p)
@@ -469,8 +560,8 @@ def _verify(row: _Row, masked: "torch.Tensor", alive: list[bool], choices: list[
     elif refused and kept < row.walked and choice is not None:
         if not alive[kept]:
             _end(row, DecodingError("the grammar allows no token here: " + (matcher.last_rejection or "dead end")))
-        else:
-            row.next_token = choice  # the model's own token where the draft was refused
+        else:  # the model's own token where the draft was refused (the budget may change it)
+            row.next_token = _within_budget(row, masked[kept], choice)
     else:
         _take(row, masked[kept], alive[kept], choices[kept] if choices is not None else -1)
     return kept

@@ -72,6 +72,33 @@ class Matcher:
         state = self._states[-1]
         return None if state is _ENDED else state
 
+    def completion_length(self, back: int = 0) -> int | None:
+        """Tokens of the shortest way to complete the output from the position ``back`` tokens
+        ago (``0``: now; ``0`` tokens where it may end; ``None`` once ended, or when no
+        completion is found within the search's limit). The count spells the smallest shortest
+        byte path in the fewest tokens of this vocabulary, so it falls by exactly one when that
+        spelling's first token is taken: a budget that covers it can always be kept.
+
+        >>> import structgen
+        >>> from structgen.engine.vocab import Vocabulary
+        >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [b"ab", None], eos_ids=[257])
+        >>> m = structgen.compile_regex("(ab)+c", vocab).matcher()
+        >>> m.completion_length(), m.advance(256), m.completion_length(), m.completion_length(back=1)
+        (2, True, 1, 2)
+        """
+        state = self._states[-1 - back]
+        return None if state is _ENDED else self._rt.completion_length(state)
+
+    def completion_length_after(self, token_id: int) -> int | None:
+        """:meth:`completion_length` after ``token_id``, without taking it (``None`` where it
+        is refused; ``0`` for an end-of-sequence token the grammar allows)."""
+        reason = self.last_rejection
+        nxt = self._next(self._states[-1], token_id)
+        self.last_rejection = reason  # only asked: nothing was rejected
+        if nxt is None:
+            return None
+        return 0 if nxt is _ENDED else self._rt.completion_length(nxt)
+
     def is_finished(self) -> bool:
         """True when nothing but end-of-sequence can follow (or it was already accepted)."""
         s = self._states[-1]

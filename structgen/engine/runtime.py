@@ -14,14 +14,18 @@ b'ok'
 from __future__ import annotations
 
 from structgen.core.automaton import GrammarAutomaton
+from structgen.engine.completion import shortest_path, spell
 from structgen.engine.masks import MaskBuilder
 from structgen.engine.pda import ACCEPT, StackMachine, StackSet
 from structgen.engine.vocab import Vocabulary
 
-__all__ = ["GrammarRuntime", "MAX_FORCED"]
+__all__ = ["GrammarRuntime", "MAX_COMPLETIONS", "MAX_FORCED"]
 
 #: Longest forced text worked out at once (bytes).
 MAX_FORCED = 4096
+
+#: Parse positions whose shortest completion is remembered (the memo starts over past it).
+MAX_COMPLETIONS = 50_000
 
 
 class GrammarRuntime:
@@ -34,6 +38,7 @@ class GrammarRuntime:
         self._tokens = vocab.tokens
         self._advance: dict[tuple[StackSet, int], StackSet] = {}
         self._forced: dict[StackSet, bytes] = {}
+        self._completions: dict[StackSet, int | None] = {}
 
     def advance(self, state: StackSet, token_id: int) -> StackSet:
         key = (state, token_id)
@@ -58,4 +63,18 @@ class GrammarRuntime:
                 s = self.machine.step_set(s, b)
             got = bytes(out)
             self._forced[state] = got
+        return got
+
+    def completion_length(self, state: StackSet) -> int | None:
+        """Tokens of the shortest completion from ``state`` (its smallest shortest byte path,
+        spelled in the fewest tokens; ``0`` where the output may end), or ``None`` when none is found within
+        :data:`~structgen.engine.completion.LIMIT` positions or a byte has no token."""
+        if state in self._completions:
+            return self._completions[state]
+        path = shortest_path(self.machine, state)
+        tokens = None if path is None else spell(self.vocabulary, path)
+        got = None if tokens is None else len(tokens)
+        if len(self._completions) >= MAX_COMPLETIONS:
+            self._completions.clear()
+        self._completions[state] = got
         return got

@@ -55,7 +55,8 @@ _CONTEXTS: dict[tuple[int, int], ModelContext] = {}
 _LOCK = threading.Lock()
 
 
-def drafted_generate(grammar: Any, tokenizer: Any, *, streamer: Any = None) -> Callable[..., torch.LongTensor]:
+def drafted_generate(grammar: Any, tokenizer: Any, *, streamer: Any = None,
+                     budget: str = "raise") -> Callable[..., torch.LongTensor]:
     """A ``custom_generate`` for ``model.generate`` that decodes under ``grammar`` with
     structgen's drafted loop (see the module notes).
 
@@ -70,6 +71,11 @@ def drafted_generate(grammar: Any, tokenizer: Any, *, streamer: Any = None) -> C
         A transformers streamer (e.g. ``TextStreamer``) for one prompt: it receives the prompt,
         then each pass's accepted tokens. (``generate`` does not hand its own ``streamer=`` to
         a ``custom_generate`` function, so it goes here.)
+    budget
+        ``"raise"`` (default, as ``generate``): a row that reaches ``max_new_tokens`` ends there,
+        unfinished, exactly as under :class:`structgen.LogitsProcessor`. ``"complete"``: the
+        choices near the end keep each row's output complete within ``max_new_tokens``
+        (structgen's own default; see :class:`~structgen.decoding.config.DecodeConfig`).
 
     Raises
     ------
@@ -81,16 +87,17 @@ def drafted_generate(grammar: Any, tokenizer: Any, *, streamer: Any = None) -> C
     grammars = list(grammar) if isinstance(grammar, (list, tuple)) else [grammar]
     if not grammars or not all(callable(getattr(g, "matcher", None)) for g in grammars):
         raise OptionError("drafted_generate takes what structgen.compile_* returns (or a list, one per prompt)")
+    DecodeConfig(budget=budget)  # checked now, not at generate
 
     def generate(model: Any, input_ids: torch.LongTensor, logits_processor: Any, stopping_criteria: Any,
                  generation_config: Any, **model_kwargs: Any) -> torch.LongTensor:
         return _generate(model, input_ids, logits_processor, stopping_criteria, generation_config, grammars,
-                         tokenizer, streamer, model_kwargs)
+                         tokenizer, streamer, budget, model_kwargs)
     return generate
 
 
 def _generate(model: Any, input_ids: torch.LongTensor, logits_processor: Any, stopping_criteria: Any,
-              generation_config: Any, grammars: list[Any], tokenizer: Any, streamer: Any,
+              generation_config: Any, grammars: list[Any], tokenizer: Any, streamer: Any, budget: str,
               model_kwargs: dict[str, Any]) -> torch.LongTensor:
     processors = [p for p in logits_processor or [] if type(p).__name__ not in _HONOURED]
     # generate runs warpers after the mask and temperature; the loop would run them before: refuse
@@ -105,7 +112,7 @@ def _generate(model: Any, input_ids: torch.LongTensor, logits_processor: Any, st
                               "structgen.compile_*(..., tokenizer, model=model)")
     mask = model_kwargs.get("attention_mask")
     prompts = [row[mask[r].bool()].tolist() if mask is not None else row.tolist() for r, row in enumerate(input_ids)]
-    config = _config(generation_config, input_ids.shape[1], processors)
+    config = replace(_config(generation_config, input_ids.shape[1], processors), budget=budget)
     # processors see each row as generate's do: the prompt as padded, then the output
     requests = [RowRequest(grammars[r // (rows // len(grammars))].matcher(), prompts[r],
                            history=input_ids[r].tolist() if processors else None,
