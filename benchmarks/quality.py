@@ -104,6 +104,10 @@ class Skip(Exception):
     """The engine does not run this case (not installed, no budget option): not counted."""
 
 
+class Rejected(Exception):
+    """structgen finished a query but its own check (names, ``EXPLAIN``) refused it: nothing handed back."""
+
+
 # ----------------------------------------------------------------------------------- judging
 
 def same_json(got: Any, want: Any) -> bool:
@@ -345,7 +349,7 @@ class Sql(Task):
             last = err.attempts[-1] if err.attempts else None
             if last is not None and "ran out" in last.error:
                 raise structgen.IncompleteGenerationError(last.error, partial_text=last.sql, token_ids=[]) from err
-            raise
+            raise Rejected(f"{last.error if last else err}: {last.sql if last else ''}"[:300]) from err
         return r.sql, r.text, r.finish_reason, r.stats.new_tokens
 
     def judge(self, case, found, value, complete):
@@ -470,7 +474,10 @@ class Bench:
         except Skip as why:
             return {"status": "skipped", "detail": str(why)}
         except sg.IncompleteGenerationError as err:
-            out.update(status="cap", text=err.partial_text, tokens=len(err.token_ids))
+            out.update(status="cap", text=err.partial_text, tokens=len(err.token_ids) or self.args.max_new_tokens)
+            found, value = False, None
+        except Rejected as why:
+            out.update(status="rejected", error="Rejected", detail=f"rejected by its check: {why}")
             found, value = False, None
         except KeyboardInterrupt:
             raise
@@ -515,7 +522,7 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
             valid = sum(r["marks"].get("valid", False) for _, r in ran)
             cap = sum(r["status"] == "cap" for _, r in ran)
             errors = collections.Counter(r.get("error", "unsupported") for _, r in ran
-                                         if r["status"] in ("error", "unsupported"))
+                                         if r["status"] in ("error", "unsupported", "rejected"))
             acc = []
             for metric in task.metrics:
                 judged = [r for _, r in ran if metric in r["marks"]]
@@ -526,7 +533,7 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
             rows.append([name, engine, str(n), pct(valid, n), pct(cap, n), err_text, "; ".join(acc),
                          f"{statistics.mean(tokens):.0f}", f"{statistics.median(r['seconds'] for _, r in ran):.1f}"])
             for c, r in ran:
-                if r["status"] in ("error", "unsupported") or r.get("detail"):
+                if r["status"] in ("error", "unsupported", "rejected") or r.get("detail"):
                     failures.append(f"- {name} {c['id']} {engine}: {r.get('detail', r['status'])}")
     versions = package_versions(["torch", "transformers", "xgrammar", "llguidance", "jsonschema"])
     lines = [
@@ -544,7 +551,8 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
         "least one call, every call names a tool and its arguments validate; sql: the query runs). "
         "*token cap*: the cap came first (structgen raised `IncompleteGenerationError`). "
         "*errors*: the engine raised something else (class and count; structgen's `SchemaError`s show as "
-        "`unsupported`): invalid, the run went on.",
+        "`unsupported`; structgen SQL refused by its own name check or `EXPLAIN` under `max_retries=0` as "
+        "`Rejected`): invalid, the run went on.",
         "- *accuracy* is judged on what each engine handed back, cap or not (the unconstrained text is parsed "
         "even when it ran to the cap; a structgen run that raised hands back nothing). extraction: value equals "
         "the gold instance; bfcl: toolcalls.py's name accuracy and argument exact match; sql: rows equal the "
@@ -555,6 +563,11 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
         *(["## Not run", "", *notes, ""] if notes else []),
         *details(f"Errors and notes ({len(failures)})", failures[:200]),
     ]
+    caps = [f"- {name} {rec['case']['id']} {engine} ({r['tokens']} tokens): `"
+            + " ".join(r.get("text", "").split()).replace("`", "'")[-160:] + "`"
+            for name in tasks for rec in records[name] for engine in args.engines
+            for r in [rec["runs"][engine]] if r["status"] == "cap"]
+    lines += details(f"Cap hits, the last 160 characters ({len(caps)})", caps)
     every = []
     for name in tasks:
         for rec in records[name]:
