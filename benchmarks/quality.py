@@ -458,7 +458,7 @@ class Bench:
                 if not complete:
                     out["status"] = "cap"
             else:
-                options = {}
+                options = {"budget": "raise"}  # structgen before budget-aware completion
                 if engine == "structgen-budget":
                     method = {"extraction": "json", "bfcl": "tool_calls", "sql": "sql"}[task.name]
                     if not self.budget_supported(method):
@@ -468,7 +468,9 @@ class Bench:
                 found = True
                 if isinstance(task, Bfcl):
                     found = bool(value)
-                if finish not in FINISHED:
+                if finish == "length":  # complete and valid, the budget cut a value short
+                    out["status"] = "length"
+                elif finish not in FINISHED:
                     out["status"] = "cap"
                 out["finish"] = finish
         except Skip as why:
@@ -489,7 +491,7 @@ class Bench:
             found, value = False, None
         out["seconds"] = time.perf_counter() - t
         try:
-            out["marks"] = task.judge(case, found, value, out["status"] == "ok")
+            out["marks"] = task.judge(case, found, value, out["status"] in ("ok", "length"))
         except Exception as err:  # noqa: BLE001 -- judging must not stop the run either
             out["marks"] = {"valid": False}
             out["detail"] = f"judging: {type(err).__name__}: {err}"[:300]
@@ -504,7 +506,8 @@ def pct(part: int, whole: int) -> str:
 
 def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: Bench, load, wall: float,
            described: dict[str, str]) -> str:
-    header = ["task", "engine", "n", "completed and valid", "token cap", "errors", "accuracy",
+    header = ["task", "engine", "n", "completed and valid", "token cap", "cut short by the budget", "errors",
+              "accuracy",
               "new tokens (mean)", "s / case p50"]
     rows = []
     notes: list[str] = []
@@ -515,12 +518,13 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
             ran = [(c, r) for c, r in runs if r["status"] != "skipped"]
             if not ran:
                 why = next((r.get("detail") for _, r in runs if r.get("detail")), "not run")
-                rows.append([name, engine, "0", "-", "-", "-", f"skipped: {why}", "-", "-"])
+                rows.append([name, engine, "0", "-", "-", "-", "-", f"skipped: {why}", "-", "-"])
                 notes.append(f"- {name} / {engine}: skipped: {why}")
                 continue
             n = len(ran)
             valid = sum(r["marks"].get("valid", False) for _, r in ran)
             cap = sum(r["status"] == "cap" for _, r in ran)
+            cut = sum(r["status"] == "length" for _, r in ran)
             errors = collections.Counter(r.get("error", "unsupported") for _, r in ran
                                          if r["status"] in ("error", "unsupported", "rejected"))
             acc = []
@@ -530,7 +534,7 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
             tokens = [r["tokens"] for _, r in ran]
             err_text = (f"{sum(errors.values())} (" + ", ".join(f"{k} {v}" for k, v in errors.most_common()) + ")"
                         if errors else "0")
-            rows.append([name, engine, str(n), pct(valid, n), pct(cap, n), err_text, "; ".join(acc),
+            rows.append([name, engine, str(n), pct(valid, n), pct(cap, n), pct(cut, n), err_text, "; ".join(acc),
                          f"{statistics.mean(tokens):.0f}", f"{statistics.median(r['seconds'] for _, r in ran):.1f}"])
             for c, r in ran:
                 if r["status"] in ("error", "unsupported", "rejected") or r.get("detail"):
@@ -549,7 +553,9 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
         "",
         "- *completed and valid*: finished before the cap and valid (extraction: the JSON validates; bfcl: at "
         "least one call, every call names a tool and its arguments validate; sql: the query runs). "
-        "*token cap*: the cap came first (structgen raised `IncompleteGenerationError`). "
+        "*token cap*: the cap came first (structgen raised `IncompleteGenerationError`). *cut short by the "
+        "budget*: structgen-budget's `finish_reason=\"length\"`: complete and valid (counted in the first "
+        "column too), some value cut short to fit. "
         "*errors*: the engine raised something else (class and count; structgen's `SchemaError`s show as "
         "`unsupported`; structgen SQL refused by its own name check or `EXPLAIN` under `max_retries=0` as "
         "`Rejected`): invalid, the run went on.",
