@@ -308,11 +308,12 @@ def test_json_with_a_system_prompt_and_a_messages_file(tmp_path):
 
 @pytest.mark.slow
 def test_sql_streams_a_retry():
-    """A SQL attempt cut off by the budget is abandoned: under ``--stream -o json`` a
+    """A SQL attempt cut off by the budget (``--budget raise``) is abandoned: under ``--stream -o json`` a
     ``{"retry"}`` line says so (the next attempt streams from its start), then the result, or
     the error with every attempt."""
     out = structgen("sql", ROOT / "examples" / "data" / "shop.sqlite", "Names of the customers in London?",
-                    "--stream", "-o", "json", "--max-new-tokens", "6", "--max-retries", "1", "--seed", "0")
+                    "--stream", "-o", "json", "--max-new-tokens", "6", "--budget", "raise",
+                    "--max-retries", "1", "--seed", "0")
     assert out.returncode in (0, EXIT_INCOMPLETE), out.stderr
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     kinds = [next(iter(line)) for line in lines]

@@ -384,6 +384,15 @@ def test_generate_sql_retries_are_recorded(generator):
 
 def test_generate_sql_budget_runs_out(generator):
     with pytest.raises(structgen.SqlGenerationError) as info:
-        generator.sql("List every product.", SHOP, max_new_tokens=2, max_retries=1, seed=0)
+        generator.sql("List every product.", SHOP, max_new_tokens=2, max_retries=1, seed=0, budget="raise")
     assert len(info.value.attempts) == 2  # the retry samples (seeded): any start, same budget
     assert all("max_new_tokens=2 ran out" in a.error and a.sql.strip() for a in info.value.attempts)
+
+
+def test_generate_sql_within_a_small_budget(generator):
+    """Under the default budget a query is complete when the tokens end: here the model's own
+    ``SELECT * FROM products`` fits 6 tokens, passes the checks and says it was cut short."""
+    result = generator.sql("List every product.", SHOP, max_new_tokens=6, max_retries=0, execute=True)
+    assert result.finish_reason == "length" and len(result.token_ids) <= 6
+    assert result.sql.split() == ["SELECT", "*", "FROM", "products"]
+    assert result.rows == sqlite3.connect(SHOP).execute(result.sql).fetchall()

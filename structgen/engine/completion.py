@@ -33,13 +33,20 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from structgen.engine.pda import ACCEPT, StackMachine, StackSet
 from structgen.engine.vocab import Vocabulary
 
-if TYPE_CHECKING:
-    from structgen.engine.matcher import Matcher
+
+class Position(Protocol):
+    """What the searches read from a matcher (a protocol, so the runtime below the matcher can
+    use this module without importing it back)."""
+
+    machine: StackMachine
+    vocabulary: Vocabulary
+
+    def stacks(self) -> StackSet | None: ...
 
 __all__ = ["LIMIT", "completion_tokens", "shortest_completion", "shortest_path", "spell"]
 
@@ -47,7 +54,7 @@ __all__ = ["LIMIT", "completion_tokens", "shortest_completion", "shortest_path",
 LIMIT = 20_000
 
 
-def shortest_completion(matcher: "Matcher", limit: int = LIMIT) -> bytes | None:
+def shortest_completion(matcher: Position, limit: int = LIMIT) -> bytes | None:
     """The shortest bytes that complete ``matcher``'s output (``b""`` when it may end now), the
     smallest byte first among equals; ``None`` when none is found within ``limit`` positions
     (or the sequence already ended)."""
@@ -55,7 +62,7 @@ def shortest_completion(matcher: "Matcher", limit: int = LIMIT) -> bytes | None:
     return None if start is None else shortest_path(matcher.machine, start, limit)
 
 
-def completion_tokens(matcher: "Matcher", limit: int = LIMIT) -> list[int] | None:
+def completion_tokens(matcher: Position, limit: int = LIMIT) -> list[int] | None:
     """Token ids that spell :func:`shortest_completion` in the fewest tokens (:func:`spell`), or ``None`` when there is no completion within ``limit`` or some byte of
     it has no token of its own."""
     path = shortest_completion(matcher, limit)
