@@ -545,6 +545,8 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
         "",
         *([f"**SMOKE RUN (`--limit {args.limit}`): not figures to quote.**", ""] if args.limit else []),
         *run_lines(args.threads, load, wall, versions),
+        *(["- resumed (`--resume`): the wall time and load cover the last part only; each case's engines "
+           "ran together, as always"] if args.resume else []),
         f"- SmolLM2-135M-Instruct, greedy, `max_new_tokens={args.max_new_tokens}` for every engine; "
         "engines interleaved per case, all fed the same prompt ids",
         *[f"- {name}: {text}" for name, text in described.items()],
@@ -604,6 +606,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=2, help="torch threads (keep at the idle cores)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of engine errors")
     p.add_argument("--out", type=Path, default=RESULTS / "quality.md")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the cases already in the run's log (OUT with .jsonl) and run the rest")
     args = p.parse_args(argv)
     args.tasks = choose(p, args.tasks, TASKS, "tasks")
     args.engines = choose(p, args.engines, ENGINES)
@@ -614,11 +618,22 @@ def main(argv: list[str] | None = None) -> None:
     tasks = {name: TASK_CLASSES[name](bench) for name in args.tasks}
     records: dict[str, list[dict]] = {}
     described = {}
+    # Every finished case goes to a log beside the report, so a cut-off run can be resumed.
+    log_path = args.out.with_suffix(".jsonl")
+    done = {}
+    if args.resume and log_path.exists():
+        for line in log_path.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            done[(entry["task"], entry["case"]["id"])] = entry
+    log = log_path.open("a" if args.resume else "w", encoding="utf-8")
     for name, task in tasks.items():
         cases = task.cases(args.limit)
         described[name] = task.describe(cases)
         records[name] = []
         for k, case in enumerate(cases, 1):
+            if (name, case["id"]) in done:
+                records[name].append({"case": case, "runs": done[(name, case["id"])]["runs"]})
+                continue
             try:
                 ids = task.prompt_ids(case)
             except Exception as err:  # noqa: BLE001 -- no prompt: every engine but structgen's own skips it
@@ -633,6 +648,8 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 runs[engine] = bench.run(engine, task, case, ids)
             records[name].append({"case": case, "runs": runs})
+            log.write(json.dumps({"task": name, "case": {"id": case["id"]}, "runs": runs}, default=str) + "\n")
+            log.flush()
             summary = " | ".join(f"{e} {r['status']}{' V' if r.get('marks', {}).get('valid') else ''}"
                                  f" {r.get('seconds', 0):.1f}s" for e, r in ((e, runs[e]) for e in args.engines))
             print(f"[{name} {k}/{len(cases)}] {case['id']}: {summary}", flush=True)
