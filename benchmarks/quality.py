@@ -508,7 +508,7 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
            described: dict[str, str]) -> str:
     header = ["task", "engine", "n", "completed and valid", "token cap", "cut short by the budget", "errors",
               "accuracy",
-              "new tokens (mean)", "s / case p50"]
+              "new tokens (mean, runs with text)", "s / case p50"]
     rows = []
     notes: list[str] = []
     failures: list[str] = []
@@ -531,7 +531,8 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
             for metric in task.metrics:
                 judged = [r for _, r in ran if metric in r["marks"]]
                 acc.append(f"{metric} {pct(sum(r['marks'][metric] for r in judged), len(judged))}")
-            tokens = [r["tokens"] for _, r in ran]
+            # over the runs that handed text back (a refused or failed run has no token count)
+            tokens = [r["tokens"] for _, r in ran if r["status"] in ("ok", "length", "cap")] or [0]
             err_text = (f"{sum(errors.values())} (" + ", ".join(f"{k} {v}" for k, v in errors.most_common()) + ")"
                         if errors else "0")
             rows.append([name, engine, str(n), pct(valid, n), pct(cap, n), pct(cut, n), err_text, "; ".join(acc),

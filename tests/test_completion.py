@@ -15,16 +15,18 @@ BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
 def brute_force(matcher, alphabet: bytes, longest: int) -> int | None:
     """Length of the shortest string over ``alphabet`` (up to ``longest``) that completes the
     matcher: every string tried, level by level, a prefix the matcher refuses cut off with all its
-    extensions (they cannot complete either)."""
+    extensions (they cannot complete either). Strings that lead to the same parse position are
+    kept once (what follows them is the same), with no bound or ordering of any kind."""
     level = [matcher]
     for n in range(longest + 1):
         if any(m.can_end() for m in level):
             return n
-        following = []
+        following, seen = [], set()
         for m in level:
             for b in alphabet:
                 child = m.fork()
-                if child.advance(b):
+                if child.advance(b) and child.stacks() not in seen:
+                    seen.add(child.stacks())
                     following.append(child)
         level = following
     return None
@@ -40,6 +42,9 @@ CASES = [  # (compiled, alphabet, prefixes walked before the search)
     (lambda: structgen.compile_json_schema(
         {"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"const": 1}}, "required": ["a", "b"]},
         BYTES, whitespace="compact", strict=True), b'{}":,ab1true', [b"{", b'{"b":1', b'{"a":']),
+    (lambda: structgen.compile_json_schema(  # any value under "m": nesting without end
+        {"type": "object", "properties": {"m": {}, "c": {"const": 0}}, "required": ["c"]},
+        BYTES, whitespace="compact", strict=True), b'{}[]":,mc0', [b"", b'{"m":[[', b'{"m":{"m":']),
 ]
 
 
@@ -77,3 +82,25 @@ def test_tokens_of_a_real_vocabulary(smollm2_tokenizer):
     tokens = completion_tokens(m)
     assert path == b'","tags":["",""]}' and tokens is not None and len(tokens) < len(path)
     assert all(m.advance(t) for t in tokens) and m.can_end()
+
+
+def test_free_values_do_not_stop_the_search():
+    """Under a member that takes any JSON value, positions nest without end (``[[[[``, ``{"m":{"m":``);
+    a plain breadth-first search spends its whole limit among them before it reaches a
+    28-byte completion, the pruned one walks straight to it (the default model's extraction
+    pair p09 had no budget count at all before)."""
+    from structgen.engine.completion import LIMIT, LowerBounds, _pruned_search
+
+    schema = {"type": "object", "required": ["completion"], "properties": {
+        "_meta": {"type": "object", "additionalProperties": {}},
+        "completion": {"type": "object", "required": ["values"], "properties": {
+            "total": {"type": "integer"}, "values": {"type": "array", "items": {"type": "string"}}}}}}
+    m = structgen.compile_json_schema(schema, BYTES, whitespace="compact").matcher()
+    assert shortest_completion(m) == b'{"completion":{"values":[]}}'
+    plain = _pruned_search(m.machine, LowerBounds.of(m.machine), m.stacks(), 10**9, LIMIT)  # no pruning
+    assert plain[0] is None
+    for prefix in (b'{"_meta":{"a":[[', b'{"completion":{"total":1'):
+        m = structgen.compile_json_schema(schema, BYTES, whitespace="compact").matcher()
+        assert all(m.advance(b) for b in prefix)
+        rest = shortest_completion(m)
+        assert rest is not None and rest.endswith(b'"completion":{"values":[]}}' if b"_meta" in prefix else b',"values":[]}}')

@@ -31,8 +31,8 @@ Example
 
 from __future__ import annotations
 
+import heapq
 import weakref
-from collections import deque
 from typing import Protocol
 
 from structgen.engine.pda import ACCEPT, StackMachine, StackSet
@@ -48,7 +48,7 @@ class Position(Protocol):
 
     def stacks(self) -> StackSet | None: ...
 
-__all__ = ["LIMIT", "completion_tokens", "shortest_completion", "shortest_path", "spell"]
+__all__ = ["LIMIT", "LowerBounds", "completion_tokens", "shortest_completion", "shortest_path", "spell"]
 
 #: Parse positions one search may visit before it gives up.
 LIMIT = 20_000
@@ -77,22 +77,208 @@ def shortest_path(machine: StackMachine, start: StackSet, limit: int = LIMIT) ->
     (a shorter or smaller one from there would give a shorter or smaller one from ``start``),
     which keeps :meth:`~structgen.engine.matcher.Matcher.completion_length` falling by one
     along its own path.
+
+    The search is pruned by a lower bound on what each position still needs
+    (:class:`LowerBounds`): with a bound ``D`` on the whole path, a position reached after ``g``
+    bytes is dropped when ``g`` plus its lower bound exceeds ``D``, and ``D`` starts at the
+    start's lower bound and grows until a path is found. Dropped positions cannot lie on a path
+    of length ``D``, so the path found is the plain search's; but arbitrary JSON values (``[[[[``
+    nested without end) no longer make the search give up.
     """
     if ACCEPT in start:
         return b""
-    came: dict = {start: None}
-    queue = deque([start])
-    while queue and len(came) <= limit:
-        position = queue.popleft()
-        for byte in sorted(machine.next_bytes(position)):
-            nxt = machine.step_set(position, byte)
-            if not nxt or nxt in came:
-                continue
-            came[nxt] = (position, byte)
-            if ACCEPT in nxt:
-                return _path(came, nxt)
-            queue.append(nxt)
+    bound = LowerBounds.of(machine)
+    budget = limit
+    goal = bound.of_set(start)
+    while goal is not None:
+        path, budget, goal = _pruned_search(machine, bound, start, goal, budget)
+        if path is not None:
+            return path
     return None
+
+
+def _pruned_search(machine: StackMachine, bound: "LowerBounds", start: StackSet, goal: int,
+                   budget: int) -> tuple[bytes | None, int, int | None]:
+    """One breadth-first search for a path of at most ``goal`` bytes: (the path or None, the
+    positions left of ``budget``, the next goal to try or None: nothing was dropped, or the
+    budget is spent)."""
+    came: dict = {start: None}
+    level = [start]
+    depth = 0
+    dropped: int | None = None
+    while level and depth < goal:
+        depth += 1
+        nxt_level = []
+        for position in level:
+            for byte in sorted(machine.next_bytes(position)):
+                nxt = machine.step_set(position, byte)
+                if not nxt or nxt in came:
+                    continue
+                need = bound.of_set(nxt)
+                if need is None:
+                    continue
+                if depth + need > goal:
+                    dropped = depth + need if dropped is None else min(dropped, depth + need)
+                    continue
+                came[nxt] = (position, byte)
+                if ACCEPT in nxt:
+                    return _path(came, nxt), budget, None
+                budget -= 1
+                if budget <= 0:
+                    return None, 0, None
+                nxt_level.append(nxt)
+        level = nxt_level
+    return None, budget, dropped
+
+
+class LowerBounds:
+    """Per grammar: a lower bound on the bytes that complete each stack.
+
+    ``minimum[r]``: the bytes of rule ``r``'s shortest derivation, at least; ``rest[r][q]``: the
+    bytes from state ``q`` to the rule's end (a counted rule: to its item's end; an unordered
+    rule: its own bytes, its items counted apart), at least. A byte costs one and a call its
+    callee's minimum. Required members of an unordered rule, and a counted rule's missing
+    items, add their minimums. The values are computed from zero upwards until nothing changes
+    (or a round limit), so they are lower bounds at every round. The bound of a stack adds up
+    its frames'; a set's is its smallest stack's (``None`` for an empty set).
+
+    >>> from structgen.core.ir import Grammar, Lit, Ref, Seq
+    >>> from structgen.core.automaton import build_automaton
+    >>> sm = StackMachine(build_automaton(Grammar.of("root", root=Seq((Lit(b"["), Ref("x"), Lit(b"]"))),
+    ...                                              x=Lit(b"abc"))))
+    >>> LowerBounds.of(sm).of_set(sm.initial())
+    5
+    """
+
+    ROUNDS = 64
+
+    def __init__(self, machine: StackMachine) -> None:
+        self.machine = machine
+        rules = machine.rules
+        n = len(rules)
+        self.minimum = [0] * n
+        self.rest: list[list[int]] = [[0] * len(r.trans) for r in rules]
+        self._item_rule: list[dict[int, int]] = []  # per unordered rule: item index -> callee
+        for r in rules:
+            items: dict[int, int] = {}
+            if r.unordered is not None:
+                for callee, ks in r.unordered.item_of.items():
+                    for k in ks:
+                        items[k] = callee
+            self._item_rule.append(items)
+        callers: list[set[int]] = [set() for _ in range(n)]
+        for i, r in enumerate(rules):
+            for calls in r.calls:
+                for callee, _ in calls:
+                    callers[callee].add(i)
+            for callee in self._item_rule[i].values():
+                callers[callee].add(i)
+        work = set(range(n))
+        for _ in range(self.ROUNDS):
+            if not work:
+                break
+            changed: set[int] = set()
+            for i in sorted(work):
+                self.rest[i] = self._rest(i)
+                low = self._minimum(i)
+                if low != self.minimum[i]:
+                    self.minimum[i] = low
+                    changed.add(i)
+            work = {c for i in changed for c in callers[i]}
+        self._stack: dict[int, int] = {ACCEPT: 0}
+
+    @staticmethod
+    def of(machine: StackMachine) -> "LowerBounds":
+        got = _BOUNDS.get(machine)
+        if got is None:
+            got = _BOUNDS[machine] = LowerBounds(machine)
+        return got
+
+    def _rest(self, i: int) -> list[int]:
+        """Shortest paths to the accepting states, backwards (Dijkstra over the rule's states)."""
+        r = self.machine.rules[i]
+        items = r.unordered.item_of if r.unordered is not None else {}
+        back: list[list[tuple[int, int]]] = [[] for _ in r.trans]
+        for q, trans in enumerate(r.trans):
+            for t in set(trans.values()):
+                back[t].append((q, 1))
+            for callee, ret in r.calls[q]:
+                back[ret].append((q, 0 if callee in items else self.minimum[callee]))
+        far = 1 << 30
+        dist = [0 if a else far for a in r.accept]
+        heap = [(0, q) for q, a in enumerate(r.accept) if a]
+        while heap:
+            d, t = heapq.heappop(heap)
+            if d > dist[t]:
+                continue
+            for q, w in back[t]:
+                if d + w < dist[q]:
+                    dist[q] = d + w
+                    heapq.heappush(heap, (d + w, q))
+        return dist
+
+    def _minimum(self, i: int) -> int:
+        r = self.machine.rules[i]
+        rest = self.rest[i]
+        if r.unordered is not None:
+            return rest[0] + self._members_needed(i, 0, 0)
+        if r.counted:
+            return r.min * rest[0]
+        return rest[0]
+
+    def _members_needed(self, i: int, written: int, count: int) -> int:
+        """Bytes of the members an unordered rule must still write, at least."""
+        slots = self.machine.rules[i].unordered.slots  # type: ignore[union-attr]
+        items = self._item_rule[i]
+        cheapest = {}
+        for k, s in enumerate(slots.slots):
+            if s >= 0 and slots.required >> s & 1 and not written >> s & 1 and k in items:
+                low = self.minimum[items[k]]
+                cheapest[s] = min(cheapest.get(s, low), low)
+        more = max(0, slots.min - count - len(cheapest))
+        least = min((self.minimum[c] for c in items.values()), default=0)
+        return sum(cheapest.values()) + more * least
+
+    def of_stack(self, sid: int) -> int:
+        got = self._stack.get(sid)
+        if got is not None:
+            return got
+        chain = []  # iteratively: stacks are as deep as the input's nesting
+        while sid not in self._stack:
+            chain.append(sid)
+            sid = self.machine.frames[sid][2]
+            if sid < 0:  # ESCAPE's parent: an isolated stack, nothing below
+                sid = ACCEPT
+        total = self._stack[sid]
+        for s in reversed(chain):
+            total += self._frame(s)
+            self._stack[s] = total
+        return total
+
+    def _frame(self, sid: int) -> int:
+        rule_i, state, _ = self.machine.frames[sid]
+        if rule_i < 0:  # a guard (or a sentinel): nothing of its own
+            return 0
+        r = self.machine.rules[rule_i]
+        rest = self.rest[rule_i]
+        if r.unordered is not None:
+            written, _, count, q = state  # type: ignore[misc]
+            return rest[q] + self._members_needed(rule_i, written, count)
+        if r.counted:
+            count, q = state[0], state[1]  # type: ignore[index]
+            started = 1 if q != 0 else 0
+            return (rest[q] if started else 0) + max(0, r.min - count - started) * rest[0]
+        return rest[state]  # type: ignore[index]
+
+    def of_set(self, stacks: StackSet) -> int | None:
+        if not stacks:
+            return None
+        if ACCEPT in stacks:
+            return 0
+        return min(self.of_stack(sid) for sid in stacks)
+
+
+_BOUNDS: "weakref.WeakKeyDictionary[StackMachine, LowerBounds]" = weakref.WeakKeyDictionary()
 
 
 def spell(vocab: Vocabulary, path: bytes) -> list[int] | None:

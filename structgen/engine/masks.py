@@ -60,8 +60,6 @@ from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_r
 
 __all__ = ["MaskBuilder", "walk_keys"]
 
-#: Follow sets larger than this are not split per byte when recording crossing tokens.
-_SPLIT_FOLLOW = 24
 #: State facts that took longer than this to compute are kept on disk (shared primitives:
 #: JSON string bodies, numbers, whitespace), keyed by vocabulary and rule fingerprints.
 _DISK_CACHE_AFTER_S = 0.05
@@ -72,7 +70,8 @@ FACTS_FORMAT = 2
 def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, int], StackSet],
               next_bytes: Callable[[StackSet], "frozenset[int]"],
               on_escape: Callable[[int, int, "frozenset[int]"], None] | None = None,
-              escapes: "dict[int, frozenset[int]] | None" = None) -> list[int]:
+              escapes: "dict[int, frozenset[int]] | None" = None,
+              ends: Callable[[int, int], int] | None = None) -> list[int]:
     """Indices of the sorted ``keys`` fully readable from ``start``.
 
     Walks the implicit trie (keys sharing a prefix are contiguous): each trie node is stepped
@@ -81,7 +80,8 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
     With ``on_escape``, a node reached with an escape marker in its set (``escapes``: marker id
     to the bytes that may not come next; default ``ESCAPE`` alone) is reported as
     ``on_escape(i, depth, forbidden)`` (``i`` is the first key below the node), once per marker,
-    and the markers are dropped.
+    and the markers are dropped. ``ends(i, d)``, when given, is the subtree end of the node
+    ``keys[i][:d]`` (:meth:`TokenIndex.subtree_end`), saving a bisection per child.
     """
     marks = escapes if escapes is not None else {ESCAPE: frozenset()}
     out: list[int] = []
@@ -105,13 +105,13 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
                 child = prefix + bytes((b,))
                 a = bisect_left(keys, child, lo, hi)
                 if a < hi and keys[a].startswith(child):
-                    children.append((b, a, prefix_range_end(keys, child, a + 1, hi)))
+                    children.append((b, a, ends(a, d + 1) if ends else prefix_range_end(keys, child, a + 1, hi)))
         else:  # visit every child in order
             children = []
             i = lo
             while i < hi:
                 b = keys[i][d]
-                z = prefix_range_end(keys, prefix + bytes((b,)), i + 1, hi)
+                z = ends(i, d + 1) if ends else prefix_range_end(keys, prefix + bytes((b,)), i + 1, hi)
                 if b in readable:
                     children.append((b, i, z))
                 i = z
@@ -131,11 +131,16 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
 
 @dataclass
 class _Remainders:
-    """Crossing tokens of one rule state: sorted distinct remainders and who owns each."""
+    """Crossing tokens of one rule state: sorted distinct remainders and who owns each.
+
+    ``owners[starts[k]:starts[k + 1]]`` are key ``k``'s rows ``(token id, items counted before
+    the return, byte offset of the return)``: one array, so a walk's hits gather without a
+    Python loop over tokens.
+    """
 
     keys: list[bytes]
-    # per key: (token id, items counted before the return, byte offset of the return)
-    owners: list[list[tuple[int, int, int]]]
+    owners: np.ndarray  # int64, shape (n, 3)
+    starts: np.ndarray  # int64, shape (len(keys) + 1,)
 
     @staticmethod
     def build(entries: list[tuple[bytes, int, int, int]]) -> "_Remainders":
@@ -143,7 +148,28 @@ class _Remainders:
         for rem, tid, n, d in entries:
             by.setdefault(rem, []).append((tid, n, d))
         keys = sorted(by)
-        return _Remainders(keys, [by[k] for k in keys])
+        counts = np.fromiter((len(by[k]) for k in keys), dtype=np.int64, count=len(keys))
+        rows = np.array([o for k in keys for o in by[k]], dtype=np.int64).reshape(-1, 3)
+        return _Remainders(keys, rows, _starts(counts))
+
+    def rows(self, hits: list[int]) -> np.ndarray:
+        """The owner rows of keys ``hits``, in order."""
+        if not hits:
+            return self.owners[:0]
+        k = np.asarray(hits, dtype=np.int64)
+        lo, counts = self.starts[k], self.starts[k + 1] - self.starts[k]
+        # positions lo[0]..lo[0]+counts[0]-1, lo[1].., without a loop: a running index that jumps
+        # at each key's first row
+        step = np.ones(int(counts.sum()), dtype=np.int64)
+        heads = _starts(counts)[:-1][counts > 0]
+        step[heads] = lo[counts > 0] - np.append(0, (lo + counts)[counts > 0][:-1]) + 1
+        return self.owners[np.cumsum(step) - 1]
+
+
+def _starts(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
 
 
 @dataclass
@@ -288,9 +314,8 @@ class MaskBuilder:
         key = (id(rems), below)  # rems stays alive: the builder's facts memo holds it
         got = self._hits.get(key)
         if got is None:
-            owners = [o for k in walk_keys(rems.keys, below, self.sm.step_set, self.sm.next_bytes)
-                      for o in rems.owners[k]] if rems.keys else []
-            arr = np.array(owners, dtype=np.int64).reshape(-1, 3)
+            hits = walk_keys(rems.keys, below, self.sm.step_set, self.sm.next_bytes) if rems.keys else []
+            arr = rems.rows(hits)
             got = (arr[:, 0], arr[:, 1], arr[:, 2])
             self._hits[key] = got
         return got
@@ -370,7 +395,7 @@ class MaskBuilder:
 
         start = frozenset((iso,))
         inside = walk_keys(keys, start, self.sm.step_set, self.sm.next_bytes, on_escape=on_escape,
-                           escapes=self.sm.escapes)
+                           escapes=self.sm.escapes, ends=idx.subtree_end)
         ids = [t for i in inside for t in idx.ids[i]]
         return ids_to_mask(ids, self.vocab.words), _Remainders.build(entries)
 
@@ -421,7 +446,7 @@ class MaskBuilder:
                 i += 1
             else:
                 top = d - 1
-                i = prefix_range_end(keys, key[:d], i + 1, hi)
+                i = idx.subtree_end(i, d)
         return started, _Remainders.build(entries)
 
 
@@ -467,53 +492,42 @@ def _load(path: Path, key: tuple, ident: str, vocab: Vocabulary) -> _StateFacts 
     keys = [data[a:b] for a, b in zip([0] + ends[:-1], ends)]
     if any(a >= b for a, b in zip(keys, keys[1:])):  # walks bisect them: sorted and distinct
         return None
-    rows = [tuple(r) for r in owners.tolist()]
-    cuts = np.cumsum(counts).tolist()
-    grouped = [rows[a:b] for a, b in zip([0] + cuts[:-1], cuts)]
     inside.flags.writeable = False
-    return _StateFacts(key, inside, _Remainders(keys, grouped))
+    return _StateFacts(key, inside, _Remainders(keys, owners, _starts(counts)))
 
 
 def _save(path: Path, ident: str, facts: _StateFacts) -> bool:
     """Write the facts as plain arrays in a sealed entry; False when the cache cannot take them
     (a read-only or unsafe cache folder costs speed, never correctness)."""
     rems = facts.crossing
-    flat = [o for group in rems.owners for o in group]
     buf = io.BytesIO()
     np.savez(buf, inside=facts.inside,
              key_lens=np.array([len(k) for k in rems.keys], dtype=np.int64),
              key_bytes=np.frombuffer(b"".join(rems.keys), dtype=np.uint8),
-             owner_counts=np.array([len(g) for g in rems.owners], dtype=np.int64),
-             owners=np.array(flat, dtype=np.int64).reshape(-1, 3))
+             owner_counts=np.diff(rems.starts), owners=rems.owners)
     return write_sealed(path, _header(ident), buf.getvalue())
 
 
 def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n: int,
                      out: list[tuple[bytes, int, int, int]], *, only_longer: bool = False) -> None:
-    """Record the tokens below trie node ``keys[i][:d]`` that may continue past the rule's end.
+    """Record the tokens below trie node ``keys[i][:d]`` (``i`` its first key) that may continue
+    past the rule's end: those whose next byte is in ``follow``, child by child.
 
     ``i == -1`` means the root (``d == 0``). With ``only_longer`` the token that ends exactly at the
     node is skipped (a counted rule already counts it as inside).
     """
-    keys = idx.keys
-    prefix = keys[i][:d] if i >= 0 else b""
+    keys, ids = idx.keys, idx.ids
     lo = i if i >= 0 else 0
-    hi = prefix_range_end(keys, prefix, lo + 1, len(keys)) if prefix else len(keys)
+    hi = idx.subtree_end(i, d) if i >= 0 and d else len(keys)
     if i >= 0 and len(keys[i]) == d:
         if not only_longer:
-            out.extend((b"", tid, n, d) for tid in idx.ids[i])
+            out.extend((b"", tid, n, d) for tid in ids[i])
         lo += 1
-    if lo >= hi:
-        return
-    if len(follow) <= _SPLIT_FOLLOW:
-        for f in sorted(follow):
-            a = bisect_left(keys, prefix + bytes((f,)), lo, hi)
-            b = prefix_range_end(keys, prefix + bytes((f,)), a, hi)
-            for j in range(a, b):
+    end = idx.subtree_end
+    while lo < hi:  # each child of the node: its byte, then its whole subtree when that byte may follow
+        z = end(lo, d + 1)
+        if keys[lo][d] in follow:
+            for j in range(lo, z):
                 rem = keys[j][d:]
-                out.extend((rem, tid, n, d) for tid in idx.ids[j])
-    else:
-        for j in range(lo, hi):
-            rem = keys[j][d:]
-            if rem[0] in follow:
-                out.extend((rem, tid, n, d) for tid in idx.ids[j])
+                out.extend((rem, tid, n, d) for tid in ids[j])
+        lo = z

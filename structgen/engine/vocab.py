@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 import weakref
+from array import array
 from bisect import bisect_left
 from functools import cached_property
 from typing import Any, Iterable
@@ -81,6 +82,44 @@ class TokenIndex:
             while j < n and a[j] == b[j]:
                 j += 1
             self.lcp[i] = j
+        self._ends: array | None = None  # built on first use (see subtree_end)
+        self._firsts: array | None = None
+
+    def subtree_end(self, i: int, d: int) -> int:
+        """End of the subtree of the trie node ``keys[i][:d]`` (``d >= 1``), where ``i`` is the
+        first key under that node: the first index past ``i`` whose key does not start with it.
+
+        A table lookup, built once per index (every node is ``(i, d)`` with
+        ``lcp[i] < d <= len(keys[i])``), so walks enumerate a node's children without bisecting.
+
+        >>> ix = TokenIndex([b"a", b"ab", b"abc", b"b"])
+        >>> ix.keys, ix.subtree_end(0, 1), ix.subtree_end(1, 2), ix.subtree_end(3, 1)
+        ([b'a', b'ab', b'abc', b'b'], 3, 3, 4)
+        """
+        if self._ends is None:
+            self._build_ends()
+        lcp = self.lcp[i]
+        if not lcp < d <= len(self.keys[i]):  # not a node starting at i: bisect instead
+            return prefix_range_end(self.keys, self.keys[i][:d], i + 1, len(self.keys))
+        return self._ends[self._firsts[i] + d - lcp - 1]  # type: ignore[index]
+
+    def _build_ends(self) -> None:
+        # Node (i, d) ends at the next key j > i with lcp[j] < d: per depth, the next element of
+        # {j : lcp[j] < d} after i (numpy, one pass per depth rather than one per node).
+        n = len(self.keys)
+        lens = np.fromiter((len(k) for k in self.keys), dtype=np.int64, count=n)
+        lcp = np.asarray(self.lcp, dtype=np.int64)
+        firsts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens - lcp, out=firsts[1:])
+        ends = np.zeros(int(firsts[-1]), dtype=np.int64)
+        for d in range(1, int(lens.max(initial=0)) + 1):
+            starts = np.append(np.flatnonzero(lcp < d), n)  # nodes of depth d start here (and end at the next)
+            here = starts[:-1]
+            ok = lens[here] >= d
+            at = here[ok]
+            ends[firsts[at] + d - lcp[at] - 1] = starts[1:][ok]
+        self._firsts = array("q", firsts.tobytes())
+        self._ends = array("q", ends.tobytes())
 
 
 def prefix_range_end(keys: list[bytes], prefix: bytes, lo: int, hi: int) -> int:
