@@ -84,12 +84,34 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
     ``keys[i][:d]`` (:meth:`TokenIndex.subtree_end`), saving a bisection per child.
     """
     marks = escapes if escapes is not None else {ESCAPE: frozenset()}
+    marked = marks.keys()  # a live view: stepping interns new escape markers into ``escapes``
     out: list[int] = []
     if not start or not keys:
         return out
 
+    def escape(nxt: StackSet, i: int, d: int) -> StackSet:
+        """Report the escape markers of ``nxt`` (reached at depth ``d`` under key ``i``) and drop them."""
+        found = [x for x in nxt if x in marks]
+        for x in found:
+            on_escape(i, d, marks[x])  # type: ignore[misc]
+        return nxt - set(found)
+
     def visit(s: StackSet, lo: int, hi: int, d: int) -> None:
         # keys[lo:hi] share their first d bytes; s is the state after them.
+        if hi - lo == 1:  # one key left: follow its bytes without a call per byte
+            key = keys[lo]
+            while len(key) > d:
+                b = key[d]
+                if b not in next_bytes(s):
+                    return
+                s = step_set(s, b)
+                d += 1
+                if on_escape is not None and not marked.isdisjoint(s):
+                    s = escape(s, lo, d)
+                if not s:
+                    return
+            out.append(lo)
+            return
         if len(keys[lo]) == d:  # the key that is exactly the prefix sorts first
             out.append(lo)
             lo += 1
@@ -98,8 +120,8 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
         readable = next_bytes(s)
         if not readable:
             return
-        prefix = keys[lo][:d]
         if len(readable) * 4 < hi - lo:  # few bytes, many keys: jump to each child
+            prefix = keys[lo][:d]
             children = []
             for b in sorted(readable):
                 child = prefix + bytes((b,))
@@ -111,17 +133,14 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
             i = lo
             while i < hi:
                 b = keys[i][d]
-                z = ends(i, d + 1) if ends else prefix_range_end(keys, prefix + bytes((b,)), i + 1, hi)
+                z = ends(i, d + 1) if ends else prefix_range_end(keys, keys[i][:d + 1], i + 1, hi)
                 if b in readable:
                     children.append((b, i, z))
                 i = z
         for b, a, z in children:
             nxt = step_set(s, b)
-            if on_escape is not None and not marks.keys().isdisjoint(nxt):
-                found = [x for x in nxt if x in marks]
-                for x in found:
-                    on_escape(a, d + 1, marks[x])
-                nxt = nxt - set(found)
+            if on_escape is not None and not marked.isdisjoint(nxt):
+                nxt = escape(nxt, a, d + 1)
             if nxt:
                 visit(nxt, a, z, d + 1)
 
@@ -158,12 +177,9 @@ class _Remainders:
             return self.owners[:0]
         k = np.asarray(hits, dtype=np.int64)
         lo, counts = self.starts[k], self.starts[k + 1] - self.starts[k]
-        # positions lo[0]..lo[0]+counts[0]-1, lo[1].., without a loop: a running index that jumps
-        # at each key's first row
-        step = np.ones(int(counts.sum()), dtype=np.int64)
-        heads = _starts(counts)[:-1][counts > 0]
-        step[heads] = lo[counts > 0] - np.append(0, (lo + counts)[counts > 0][:-1]) + 1
-        return self.owners[np.cumsum(step) - 1]
+        # output row p of key j is owners row lo[j] + (p - where key j's rows start in the output)
+        shift = np.repeat(lo - _starts(counts)[:-1], counts)
+        return self.owners[np.arange(shift.size) + shift]
 
 
 def _starts(counts: np.ndarray) -> np.ndarray:

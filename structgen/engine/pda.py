@@ -135,9 +135,17 @@ class StackMachine:
         got = self._closure.get(sid)
         if got is not None:
             return got
-        # a call that starts with a call...: Python frames per call (1,000 chained grammar rules)
-        with recursion_room():
+        # a call that starts with a call...: Python frames per call (1,000 chained grammar rules);
+        # the room is made once, by the outermost closure of this thread (not per nested call)
+        local = self._local
+        if getattr(local, "roomy", False):
             return self._closure_of(sid)
+        with recursion_room():
+            local.roomy = True
+            try:
+                return self._closure_of(sid)
+            finally:
+                local.roomy = False
 
     def _closure_of(self, sid: int) -> StackSet:
         got = self._closure.get(sid)
