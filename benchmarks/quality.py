@@ -532,11 +532,11 @@ def report(args, tasks: dict[str, Task], records: dict[str, list[dict]], bench: 
                 judged = [r for _, r in ran if metric in r["marks"]]
                 acc.append(f"{metric} {pct(sum(r['marks'][metric] for r in judged), len(judged))}")
             # over the runs that handed text back (a refused or failed run has no token count)
-            tokens = [r["tokens"] for _, r in ran if r["status"] in ("ok", "length", "cap")] or [0]
+            tokens = [r["tokens"] for _, r in ran if r["status"] in ("ok", "length", "cap")]
             err_text = (f"{sum(errors.values())} (" + ", ".join(f"{k} {v}" for k, v in errors.most_common()) + ")"
                         if errors else "0")
             rows.append([name, engine, str(n), pct(valid, n), pct(cap, n), pct(cut, n), err_text, "; ".join(acc),
-                         f"{statistics.mean(tokens):.0f}", f"{statistics.median(r['seconds'] for _, r in ran):.1f}"])
+                         f"{statistics.mean(tokens):.0f}" if tokens else "-", f"{statistics.median(r['seconds'] for _, r in ran):.1f}"])
             for c, r in ran:
                 if r["status"] in ("error", "unsupported", "rejected") or r.get("detail"):
                     failures.append(f"- {name} {c['id']} {engine}: {r.get('detail', r['status'])}")
@@ -619,7 +619,8 @@ def main(argv: list[str] | None = None) -> None:
     tasks = {name: TASK_CLASSES[name](bench) for name in args.tasks}
     records: dict[str, list[dict]] = {}
     described = {}
-    # Every finished case goes to a log beside the report, so a cut-off run can be resumed.
+    # Every finished case goes to a log beside the report (a working file, not committed), so a
+    # cut-off run can be resumed.
     log_path = args.out.with_suffix(".jsonl")
     done = {}
     if args.resume and log_path.exists():

@@ -48,6 +48,7 @@ class Position(Protocol):
 
     def stacks(self) -> StackSet | None: ...
 
+
 __all__ = ["LIMIT", "LowerBounds", "completion_tokens", "shortest_completion", "shortest_path", "spell"]
 
 #: Parse positions one search may visit before it gives up.
