@@ -10,7 +10,8 @@ On SmolLM2-135M-Instruct (structgen's default model), greedy, one ``--max-new-to
 * **bfcl**: 100 BFCL v4 cases, the first 25 of ``simple_python``, ``multiple``, ``parallel`` and
   ``parallel_multiple``, interleaved (``../shared/data/toolcalls``), ``tool_choice="required"``;
   prompt text :func:`structgen.tasks.tool_calls.tool_prompt` (SmolLM2's template has no tool
-  format, so structgen's ``json`` format: ``<tool_call>[{"name": ..., "arguments": {...}}, ...]</tool_call>``),
+  format, so structgen's ``json`` format: ``<tool_call>[{"name": ..., "arguments": {...}}, ...]</tool_call>``,
+  spaced as ``json.dumps`` spaces it, arguments too),
   encoded without special tokens. Valid: at least one call, each names a tool and its arguments
   validate; name accuracy and argument exact match as in toolcalls.py (BFCL's AST check, simplified).
 * **sql**: sql.py's default questions (the first 5 of each defog database, the first of each
@@ -29,7 +30,7 @@ Engines, every one fed the same prompt ids per case, interleaved per case:
   compact whitespace). BFCL: ``Grammar.concat`` of ``"<tool_call>"``, a JSON schema of the call list
   (an array, at least one item, each an ``anyOf`` over the tools of
   ``{"name": {"const": tool}, "arguments": parameters}``, both required) and ``"</tool_call>"``:
-  the format structgen's ``json`` tool grammar accepts, spelled in compact JSON. SQL: the Lark text
+  the calls of structgen's ``json`` tool format, spelled in compact JSON (no spaces). SQL: the Lark text
   structgen itself compiles for the database (``sql_grammar_text(schema, strict=True,
   whitespace="spaces")``: real table and column names only) via ``Grammar.from_lark``; the
   database-specialised grammar is structgen's, the engine is xgrammar's.

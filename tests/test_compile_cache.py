@@ -111,6 +111,7 @@ def test_a_new_compiler_loads_the_entry_without_compiling(cache, monkeypatch):
 
 @pytest.mark.parametrize("whitespace, text", [
     ("compact", json.dumps(INSTANCE, separators=(",", ":"))),
+    ("spaced", json.dumps(INSTANCE)),
     ("flexible", json.dumps(INSTANCE, indent=2)),
 ])
 def test_a_loaded_grammar_masks_as_a_fresh_compile(cache, monkeypatch, whitespace, text):

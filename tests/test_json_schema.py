@@ -892,6 +892,20 @@ def test_recursive_schemas_accept_deep_values_and_reject_malformed_ones(schema, 
     assert jsonschema.Draft202012Validator(schema).is_valid(value) is valid  # the oracle agrees
     assert accepts(schema, json.dumps(value, indent=2)) is valid
     assert accepts(schema, json.dumps(value, separators=(",", ":")), whitespace="compact") is valid
+    assert accepts(schema, json.dumps(value), whitespace="spaced") is valid
+
+
+@pytest.mark.parametrize("value", [
+    {"name": "Ada", "age": 36, "tags": ["x", "yz"]},
+    {"tags": [], "name": "é"},                      # members in another order, an empty array
+    {"name": "B", "extra": {"k": [1, {"a": None}]}},  # an open object's free value
+])
+def test_spaced_whitespace_is_json_dumps_spacing_exactly(value):
+    """``"spaced"`` takes ``json.dumps``'s default spelling and no other one."""
+    assert accepts(PERSON, json.dumps(value, ensure_ascii=False), whitespace="spaced")
+    assert not accepts(PERSON, json.dumps(value, ensure_ascii=False, separators=(",", ":")), whitespace="spaced")
+    assert not accepts(PERSON, json.dumps(value, ensure_ascii=False, indent=1), whitespace="spaced")
+    assert not accepts(PERSON, json.dumps(value, ensure_ascii=False), whitespace="compact")
 
 
 @pytest.mark.parametrize("schema,pointer", [

@@ -107,7 +107,9 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     whitespace
         ``"flexible"`` (default) accepts any JSON whitespace between tokens, up to a bound per
         gap, so ``json.dumps(value, indent=2)`` is accepted; ``"compact"`` allows none (more
-        forced text, no runaway whitespace when generating).
+        forced text, no runaway whitespace when generating); ``"spaced"`` allows exactly
+        ``json.dumps``'s default spelling, ``{"a": 1, "b": [1, 2]}`` (one space after each
+        ``,`` and ``:``, none elsewhere): the style most models saw in training.
     strict
         Close objects to keys their schema does not name unless it says ``additionalProperties``
         (generation turns this on); ``False`` (default) keeps the spec's open objects.
@@ -180,7 +182,7 @@ def prepare_vocabulary(tokenizer: Any, *, vocab_size: int | None = None, model: 
     single = {data[0]: tid for tid, data in enumerate(vocab.tokens) if data and len(data) == 1}
     sample = {"k": ["s\u00e9", -1.5e3, 7, True, None, {}, []]}
     for whitespace, text in (("compact", json.dumps(sample, separators=(",", ":"))),
-                             ("flexible", json.dumps(sample, indent=2))):
+                             ("spaced", json.dumps(sample)), ("flexible", json.dumps(sample, indent=2))):
         m = compile_json_schema(True, vocab, whitespace=whitespace).matcher()
         for b in text.encode():
             m.mask_words()
@@ -256,7 +258,7 @@ def compile_tool_calls(tools: list[dict[str, Any]], tokenizer: Any, *, tool_choi
     ...        "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
     >>> m = compile_tool_calls([add], vocab, format="hermes").matcher()
     >>> all(m.advance(b) for b in b"<tool_call>"), m.forced_text()
-    (True, '\\n{"name": "add", "arguments": {"a":')
+    (True, '\\n{"name": "add", "arguments": {"a": ')
     """
     specs = read_tools(tools)
     mode, names = read_tool_choice(tool_choice, specs)

@@ -37,7 +37,7 @@ from structgen.errors import CompileError, EmptyLanguageError, GrammarError, Sch
 __all__ = ["Compiler", "compiler_for", "is_response_format", "parse_schema", "pydantic_model", "read_grammar_source",
            "response_format_schema"]
 
-Whitespace = Literal["flexible", "compact"]
+Whitespace = Literal["flexible", "compact", "spaced"]
 
 #: Compiled grammars a :class:`Compiler` keeps in memory (the most recently used ones).
 MEMORY_CACHE_ENTRIES = 256

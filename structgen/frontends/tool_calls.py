@@ -16,7 +16,8 @@ show them. :data:`FORMATS` has three:
 
 - ``"required"`` (or one named tool): calls from the first byte; each call's name is one of
   the allowed tools and its arguments follow that tool's ``parameters`` (strict objects,
-  canonical JSON, no whitespace);
+  canonical JSON spaced as ``json.dumps`` spaces it: ``{"a": 1, "b": [1, 2]}``, the style the
+  format's own head ``{"name": "f", "arguments": `` has and models were trained on);
 - ``"auto"``: free text that never contains the format's *trigger* (``<tool_call``: a text
   that spells a call another way, ``<tool_call id=...>``, is not text either), then
   optionally the calls; or the calls alone. The text holds at least one non-space character,
@@ -36,7 +37,7 @@ Example
 >>> from structgen.engine.compiled import CompiledGrammar
 >>> from structgen.engine.vocab import Vocabulary
 >>> m = CompiledGrammar(g, Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])).matcher()
->>> all(m.advance(b) for b in b'<tool_call>\\n{"name": "add", "arguments": {"a":'), m.forced_text()
+>>> all(m.advance(b) for b in b'<tool_call>\\n{"name": "add", "arguments": {"a": '), m.forced_text()
 (True, '')
 >>> all(m.advance(b) for b in b'2}}\\n</tool_call>'), m.can_end()
 (True, True)
@@ -268,7 +269,7 @@ def tool_call_grammar(specs: list[ToolSpec], fmt: ToolFormat, *, choice: Choice 
 
     ``parallel``: one or more calls (False: exactly one). Each tool's arguments are its
     ``parameters`` compiled as generation compiles JSON schemas: canonical spelling (numbers
-    without exponent), no whitespace, and with ``strict`` objects closed to the keys they
+    without exponent), spaced as ``json.dumps`` spaces it, and with ``strict`` objects closed to the keys they
     declare unless they say ``additionalProperties`` (an object declaring no keys at all stays
     open: :func:`open_free_objects`); ``strict=False`` keeps JSON Schema's open objects.
 
@@ -287,7 +288,7 @@ def tool_call_grammar(specs: list[ToolSpec], fmt: ToolFormat, *, choice: Choice 
         for k, spec in enumerate(allowed):
             try:
                 with recursion_room():  # open_free_objects recurses per level, as the walk does
-                    sub, _ = translate_schema(open_free_objects(spec.parameters), whitespace="compact",
+                    sub, _ = translate_schema(open_free_objects(spec.parameters), whitespace="spaced",
                                               strict=strict, canonical=True)
             except UnsupportedFeatureError as err:
                 raise _in_tool(err, spec) from err
@@ -361,18 +362,18 @@ def _in_tool(err: UnsupportedFeatureError, spec: ToolSpec) -> UnsupportedFeature
 
 # ------------------------------------------------------------------------ writing and reading
 
-def compact_json(value: Any) -> str:
-    """``value`` as JSON the way the tool grammar spells it: no whitespace, non-ASCII raw, keys
-    in the order given, numbers without exponent (``1e-09`` as ``0.000000001``).
+def argument_json(value: Any) -> str:
+    """``value`` as JSON the way the tool grammar spells it: ``json.dumps``'s spacing, non-ASCII
+    raw, keys in the order given, numbers without exponent (``1e-09`` as ``0.000000001``).
 
-    >>> compact_json({"x": [1e-09, 2.5e20, "é"]})
-    '{"x":[0.000000001,250000000000000000000.0,"é"]}'
+    >>> argument_json({"x": [1e-09, 2.5e20, "é"], "y": {}})
+    '{"x": [0.000000001, 250000000000000000000.0, "é"], "y": {}}'
     """
     if isinstance(value, dict):
-        return "{" + ",".join(json.dumps(str(k), ensure_ascii=False) + ":" + compact_json(v)
-                              for k, v in value.items()) + "}"
+        return "{" + ", ".join(json.dumps(str(k), ensure_ascii=False) + ": " + argument_json(v)
+                               for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(compact_json(v) for v in value) + "]"
+        return "[" + ", ".join(argument_json(v) for v in value) + "]"
     if isinstance(value, float) and math.isfinite(value):
         text = repr(value)
         if "e" in text:
@@ -384,12 +385,12 @@ def compact_json(value: Any) -> str:
 
 def call_text(fmt: ToolFormat, calls: list[tuple[str, Any]]) -> str:
     """The text of ``calls`` ((name, arguments) pairs) in ``fmt``, spelled as the grammar spells
-    it (:func:`compact_json`).
+    it (:func:`argument_json`).
 
     >>> call_text(FORMATS["json"], [("f", {"x": 1}), ("g", {})])
-    '<tool_call>[{"name": "f", "arguments": {"x":1}}, {"name": "g", "arguments": {}}]</tool_call>'
+    '<tool_call>[{"name": "f", "arguments": {"x": 1}}, {"name": "g", "arguments": {}}]</tool_call>'
     """
-    parts = [fmt.call_open + _call_head(fmt, name) + compact_json(args) + "}" + fmt.call_close
+    parts = [fmt.call_open + _call_head(fmt, name) + argument_json(args) + "}" + fmt.call_close
              for name, args in calls]
     return fmt.list_open + fmt.separator.join(parts) + fmt.list_close
 

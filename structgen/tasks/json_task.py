@@ -28,7 +28,7 @@ from structgen.tasks.results import JsonResult
 
 __all__ = ["Whitespace", "as_schema", "generate_json_with", "json_job", "prompt_ids", "user_turn", "validation_error"]
 
-Whitespace = Literal["compact", "flexible"]
+Whitespace = Literal["compact", "spaced", "flexible"]
 
 
 def as_schema(schema: Any) -> tuple[Any, Any]:

@@ -97,7 +97,7 @@ def _counted(cv: Lowering, positions: list[Ref | None], rest: Ref | None, lo: in
              longest: int | None) -> Expr:
     """``[`` the prefix elements, then ``, rest`` repeated: ``lo`` to ``longest`` in all."""
     ws = cv.ws
-    comma = seq(ws, Lit(b","), ws)
+    comma = cv.comma
     n_prefix = len(positions)
 
     def tail(i: int) -> Expr:  # what may follow once i >= 1 elements are written
@@ -254,7 +254,7 @@ def _automaton(cv: Lowering, m: Merged, counted: list[tuple[Part, int, int | Non
         where = counted[0][0].pointer if counted else m.pointer
         raise no_value(SchemaError("no array satisfies the item counts and contains together", pointer=where))
     ws = cv.ws
-    comma = seq(ws, Lit(b","), ws)
+    comma = cv.comma
     uid = len(cv.rules)
     names = {s: f"arr{uid}_{k}" for k, s in enumerate(s for s in edges if s in live)}
     for s, name in names.items():

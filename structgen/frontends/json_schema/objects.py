@@ -238,8 +238,7 @@ def _extra_member(cv: Lowering, m: Merged, defined: set[str], names: Expr | None
     ``propertyNames`` language), or None when there can be none. With ``some`` (keys, value
     schemas): only the members that are also members ``not`` asks for. ``parts``: what
     :func:`_key_parts` gives, when the caller asks for several ``some``."""
-    ws = cv.ws
-    colon = seq(ws, Lit(b":"), ws)
+    colon = cv.colon
     if not m.key_rules and names is None and some is None:
         value = _additional_value(cv, m)
         return None if value is None else seq(key_except(cv, defined), colon, value)
@@ -365,8 +364,8 @@ def object_of(cv: Lowering, members: list[Member], extra: Expr | None, lo: int =
     with every bit, so no state is a dead end.
     """
     ws = cv.ws
-    comma = seq(ws, Lit(b","), ws)
-    colon = seq(ws, Lit(b":"), ws)
+    comma = cv.comma
+    colon = cv.colon
     n = len(members)
     cap = hi if hi is not None else lo  # counts above it behave alike
     full = needs.full if needs is not None else 0
@@ -471,7 +470,7 @@ def object_unordered(cv: Lowering, members: list[Member], extra: Expr | None, lo
     ``lo``..``hi`` members in all, required ones and every asked-for bit before ``}``.
     """
     ws = cv.ws
-    colon = seq(ws, Lit(b":"), ws)
+    colon = cv.colon
     uid = len(cv.rules)
     cv.rules[f"obj{uid}_members"] = Seq(())  # reserved: the name is this object's
     items: list[Ref] = []
@@ -499,7 +498,7 @@ def object_unordered(cv: Lowering, members: list[Member], extra: Expr | None, lo
     if lo == 0 and not required and not full:
         options.append(seq(Lit(b"{"), ws, Lit(b"}")))
     if items:
-        body = Unordered(tuple(items), tuple(slots), seq(ws, Lit(b","), ws), required, lo, hi,
+        body = Unordered(tuple(items), tuple(slots), cv.comma, required, lo, hi,
                          tuple(gives) if full else (), full)
         if Slots.of(body).can_add(0, 0, 0):
             cv.rules[f"obj{uid}_members"] = body

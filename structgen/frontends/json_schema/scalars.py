@@ -211,9 +211,9 @@ def object_literal_any_order(cv: Lowering, value: dict, ptr: str) -> Expr:
     ws = cv.ws
     uid = len(cv.rules)
     cv.rules[f"lit{uid}_members"] = Seq(())  # reserved: rules of nested values come after it
-    items = tuple(cv.rule(f"lit{uid}_m{i}", seq(cv.key_literal(k), ws, Lit(b":"), ws, literal(cv, v, ptr)))
+    items = tuple(cv.rule(f"lit{uid}_m{i}", seq(cv.key_literal(k), cv.colon, literal(cv, v, ptr)))
                   for i, k in enumerate(value) for v in (value[k],))
-    body = Unordered(items, tuple(range(len(items))), seq(ws, Lit(b","), ws), (1 << len(items)) - 1)
+    body = Unordered(items, tuple(range(len(items))), cv.comma, (1 << len(items)) - 1)
     cv.rules[f"lit{uid}_members"] = body
     return seq(Lit(b"{"), ws, Ref(f"lit{uid}_members"), ws, Lit(b"}"))
 
@@ -239,7 +239,7 @@ def literal(cv: Lowering, value: Any, ptr: str) -> Expr:
         parts: list[Expr] = [Lit(b"["), ws]
         for i, v in enumerate(value):
             if i:
-                parts += [ws, Lit(b","), ws]
+                parts += [cv.comma]
             parts.append(literal(cv, v, ptr))
         return seq(*parts, ws, Lit(b"]"))
     if isinstance(value, dict):
@@ -250,7 +250,7 @@ def literal(cv: Lowering, value: Any, ptr: str) -> Expr:
         parts = [Lit(b"{"), ws]
         for i, (k, v) in enumerate(value.items()):
             if i:
-                parts += [ws, Lit(b","), ws]
-            parts += [cv.key_literal(k), ws, Lit(b":"), ws, literal(cv, v, ptr)]
+                parts += [cv.comma]
+            parts += [cv.key_literal(k), cv.colon, literal(cv, v, ptr)]
         return seq(*parts, ws, Lit(b"}"))
     raise SchemaError(f"enum value {value!r} is not JSON", pointer=ptr)

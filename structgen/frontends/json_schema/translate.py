@@ -88,12 +88,13 @@ class _Converter:
     """One translation: the rules built so far, by name, and the options; it is the
     :class:`~structgen.frontends.json_schema.lowering.Lowering` the lowering by kind builds with."""
 
-    def __init__(self, root: Any, whitespace: Literal["flexible", "compact"], strict: bool = False,
+    def __init__(self, root: Any, whitespace: Literal["flexible", "compact", "spaced"], strict: bool = False,
                  canonical: bool = False, lenient: bool = False) -> None:
-        if whitespace not in ("flexible", "compact"):
-            raise OptionError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
+        if whitespace not in ("flexible", "compact", "spaced"):
+            raise OptionError(f"whitespace must be 'flexible', 'compact' or 'spaced', not {whitespace!r}")
         self.root = root
         self.flexible = whitespace == "flexible"
+        self.spaced = whitespace == "spaced"
         self.strict = strict
         self.canonical = canonical
         self.lenient = lenient
@@ -174,9 +175,20 @@ class _Converter:
 
     @property
     def ws(self) -> Expr:
+        """The gap inside brackets and around separators: any whitespace (flexible), else none."""
         if not self.flexible:
             return Seq(())
         return self.rule("ws", Counted(ByteClass.of(" \t\n\r"), 0, MAX_WHITESPACE))
+
+    @property
+    def comma(self) -> Expr:
+        """The separator of items and members (``", "`` when spaced, as ``json.dumps`` writes it)."""
+        return Lit(b", ") if self.spaced else seq(self.ws, Lit(b","), self.ws)
+
+    @property
+    def colon(self) -> Expr:
+        """The separator of a key and its value (``": "`` when spaced)."""
+        return Lit(b": ") if self.spaced else seq(self.ws, Lit(b":"), self.ws)
 
     def primitive(self, name: str) -> Ref:
         if name == "string":
@@ -192,7 +204,7 @@ class _Converter:
             if name == "value":
                 self.rules["value"] = Seq(())  # reserve the name (recursive)
                 scalars = [self.primitive(t) for t in ("string", "number", "boolean", "null")]
-                member = seq(key_except(self, set()), self.ws, Lit(b":"), self.ws, Ref("value"))
+                member = seq(key_except(self, set()), self.colon, Ref("value"))
                 self.rules["value"] = alt(*scalars, object_of(self, [], member), self.array_of(Ref("value")))
                 return Ref("value")
         return Ref(name)
@@ -329,11 +341,11 @@ class _Converter:
         ws = self.ws
         return alt(
             seq(Lit(b"["), ws, Lit(b"]")),
-            seq(Lit(b"["), ws, item, Repeat(seq(ws, Lit(b","), ws, item), 0, None), ws, Lit(b"]")),
+            seq(Lit(b"["), ws, item, Repeat(seq(self.comma, item), 0, None), ws, Lit(b"]")),
         )
 
 
-def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"] = "flexible",
+def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact", "spaced"] = "flexible",
                       strict: bool = False, canonical: bool = False, lenient: bool = False) -> Grammar:
     """Translate a JSON schema into a :class:`~structgen.core.ir.Grammar` whose start rule is ``root``.
 
@@ -343,7 +355,7 @@ def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact"]
                             lenient=lenient)[0]
 
 
-def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact"] = "flexible",
+def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", "spaced"] = "flexible",
                      strict: bool = False, canonical: bool = False,
                      lenient: bool = False) -> tuple[Grammar, tuple[Relaxed, ...]]:
     """The grammar of a JSON schema, and the constraints ``lenient`` dropped (empty otherwise).
