@@ -18,6 +18,8 @@ Example
 
 from __future__ import annotations
 
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Callable
 
 from structgen.core.automaton import regular_dfa
@@ -25,7 +27,8 @@ from structgen.core.budget import affordable, charge
 from structgen.core.ir import ByteClass, Expr, Fsm
 from structgen.errors import CompileError
 
-__all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "as_fsm", "dfa_of", "explore", "minimize", "product", "trim"]
+__all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows", "grouped", "minimize",
+           "minimize_rows", "product", "trim", "trim_rows", "ungrouped"]
 
 #: Explored automata above this many states raise CompileError instead of exhausting memory.
 DEFAULT_STATE_LIMIT = 50_000
@@ -79,6 +82,32 @@ def explore(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tu
     return trans, order
 
 
+def explore_rows(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tuple[Rows, list]:
+    """:func:`explore` for a ``step`` that yields ``(byte set, next state)`` pairs: the DFA as
+    grouped rows (pairs that reach one state merge), so a product of two grouped automata never
+    touches single bytes."""
+    index = {start: 0}
+    order = [start]
+    rows: Rows = []
+    i = 0
+    while i < len(order):
+        by_target: dict[int, frozenset[int]] = {}
+        for bs, key in step(order[i]):
+            t = index.get(key)
+            if t is None:
+                if len(order) >= limit:
+                    raise CompileError(f"{what}: the automaton exceeds {limit} states")
+                t = index[key] = len(order)
+                order.append(key)
+                if not t & 255:
+                    charge(256 * PRODUCT_STATE_UNITS, what)
+            by_target[t] = by_target[t] | bs if t in by_target else bs
+        rows.append([(bs, t) for t, bs in by_target.items()])
+        i += 1
+    charge((len(order) & 255) * PRODUCT_STATE_UNITS, what)  # the states since the last charge
+    return rows, order
+
+
 def product(a: Dfa, b: Dfa, limit: int, what: str) -> Dfa:
     """The intersection automaton of ``a`` and ``b`` (untrimmed), explored under the budget."""
     (ta, aa), (tb, ab) = a, b
@@ -97,10 +126,61 @@ def product(a: Dfa, b: Dfa, limit: int, what: str) -> Dfa:
 
 def trim(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:
     """Drop states that cannot reach an accepting state (state 0 is kept, possibly empty)."""
-    back: list[set[int]] = [set() for _ in trans]
-    for q, row in enumerate(trans):
-        for t in row.values():
-            back[t].add(q)
+    rows, acc = trim_rows(grouped(trans), accept)
+    return ungrouped(rows), acc
+
+
+def minimize(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:
+    """Moore partition refinement; state 0 stays the start state (see :func:`minimize_rows`)."""
+    rows, acc = minimize_rows(grouped(trans), accept)
+    return ungrouped(rows), acc
+
+
+def as_fsm(trans: list[dict[int, int]], accept: list[bool]) -> Fsm:
+    """The tables as an IR :class:`Fsm` node (byte classes per target)."""
+    return fsm_of_rows(grouped(trans), accept)
+
+
+# A DFA's rows grouped by target: ``rows[q]`` lists ``(bytes, target)``, one pair per target, the
+# byte sets interned. Trimming and minimizing touch a group per edge instead of a byte, so the
+# lexer, which trims and minimizes one explored automaton once per exit class, groups it once.
+Rows = list[list[tuple[frozenset[int], int]]]
+_byte, _target = itemgetter(0), itemgetter(1)
+
+
+def grouped(trans: list[dict[int, int]]) -> Rows:
+    """Each row's bytes gathered per target; equal byte sets are one object.
+
+    >>> grouped([{97: 1, 98: 1, 99: 0}, {}])
+    [[(frozenset({99}), 0), (frozenset({97, 98}), 1)], []]
+    """
+    interned: dict[frozenset[int], frozenset[int]] = {}
+    out: Rows = []
+    for row in trans:
+        targets = set(row.values())
+        if len(targets) == 1:  # an identifier's or a string's inside: one class, no byte loop
+            (t,) = targets
+            bs = frozenset(row)
+            out.append([(interned.setdefault(bs, bs), t)])
+            continue
+        groups = []  # sorted by target, then each run's bytes: the loops run in C
+        for t, pairs in groupby(sorted(row.items(), key=_target), key=_target):
+            bs = frozenset(map(_byte, pairs))
+            groups.append((interned.setdefault(bs, bs), t))
+        out.append(groups)
+    return out
+
+
+def ungrouped(rows: Rows) -> list[dict[int, int]]:
+    return [{b: t for bs, t in row for b in bs} for row in rows]
+
+
+def trim_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
+    """:func:`trim` on grouped rows."""
+    back: list[list[int]] = [[] for _ in rows]
+    for q, row in enumerate(rows):
+        for _, t in row:
+            back[t].append(q)
     live = {q for q, ok in enumerate(accept) if ok}
     todo = list(live)
     while todo:
@@ -108,34 +188,29 @@ def trim(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:
             if p not in live:
                 live.add(p)
                 todo.append(p)
-    keep = [0] + [q for q in range(1, len(trans)) if q in live]
+    keep = [0] + [q for q in range(1, len(rows)) if q in live]
     new = {q: i for i, q in enumerate(keep)}
-    return ([{b: new[t] for b, t in trans[q].items() if t in live} for q in keep],
+    return ([[(bs, new[t]) for bs, t in rows[q] if t in live] for q in keep],
             [accept[q] for q in keep])
 
 
-def minimize(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:
-    """Moore partition refinement; state 0 stays the start state.
+def minimize_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
+    """Moore partition refinement on grouped rows; state 0 stays the start state.
 
-    Each row is grouped once into (byte set, target) pairs, the byte sets interned, so an
-    iteration costs the number of groups, not 256 bytes, per state: a length counter needs as
-    many iterations as it counts. Two states whose rows split their bytes differently over
-    equivalent targets may stay apart (the result is then not quite minimal, never wrong).
+    Byte sets are interned to ids, so an iteration costs the number of groups, not 256 bytes,
+    per state: a length counter needs as many iterations as it counts. Two states whose rows
+    split their bytes differently over equivalent targets may stay apart (the result is then
+    not quite minimal, never wrong).
     """
-    interned: dict[frozenset[int], int] = {}
-    groups = []
-    for row in trans:
-        by_target: dict[int, list[int]] = {}
-        for b, t in row.items():
-            by_target.setdefault(t, []).append(b)
-        groups.append([(interned.setdefault(frozenset(bs), len(interned)), t) for t, bs in by_target.items()])
+    ids: dict[frozenset[int], int] = {}
+    groups = [[(ids.setdefault(bs, len(ids)), t) for bs, t in row] for row in rows]
     block = [1 if a else 0 for a in accept]
     rounds = 0
     while True:
         # A chain of n states takes n rounds over n states: a 40,001-state Lark terminal ran for
         # minutes. Stop when that work (a unit per 8 state visits) cannot fit the budget.
         rounds += 1
-        affordable(rounds * len(trans) // 8)
+        affordable(rounds * len(rows) // 8)
         sigs: dict[tuple, int] = {}
         new_block = []
         for q, row_groups in enumerate(groups):
@@ -146,25 +221,36 @@ def minimize(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:
         block = new_block
     # renumber so that the start state's block is 0
     order: dict[int, int] = {block[0]: 0}
-    for q in range(len(trans)):
+    for q in range(len(rows)):
         order.setdefault(block[q], len(order))
     n = len(order)
-    out: list[dict[int, int]] = [{} for _ in range(n)]
+    out: Rows = [[] for _ in range(n)]
     acc = [False] * n
-    for q, row in enumerate(trans):
+    done = [False] * n
+    for q, row in enumerate(rows):
         k = order[block[q]]
-        out[k] = {b: order[block[t]] for b, t in row.items()}
+        if done[k]:
+            continue
+        done[k] = True
+        by_target: dict[int, frozenset[int]] = {}
+        for bs, t in row:  # equivalent targets merge
+            k2 = order[block[t]]
+            by_target[k2] = by_target[k2] | bs if k2 in by_target else bs
+        out[k] = [(bs, t) for t, bs in by_target.items()]
         acc[k] = accept[q]
     return out, acc
 
 
-def as_fsm(trans: list[dict[int, int]], accept: list[bool]) -> Fsm:
-    """The tables as an IR :class:`Fsm` node (byte classes per target)."""
+def fsm_of_rows(rows: Rows, accept: list[bool]) -> Fsm:
+    """Grouped rows as an IR :class:`Fsm` node."""
+    classes: dict[frozenset[int], ByteClass] = {}
     edges = []
-    for row in trans:
-        by_target: dict[int, set[int]] = {}
-        for b, t in row.items():
-            by_target.setdefault(t, set()).add(b)
-        edges.append(tuple(sorted(((ByteClass.from_bytes(bs), t) for t, bs in by_target.items()),
-                                  key=lambda e: e[0].ranges)))
+    for row in rows:
+        row_edges = []
+        for bs, t in row:
+            cls = classes.get(bs)
+            if cls is None:
+                cls = classes[bs] = ByteClass.from_bytes(bs)
+            row_edges.append((cls, t))
+        edges.append(tuple(sorted(row_edges, key=lambda e: e[0].ranges)))
     return Fsm(tuple(edges), frozenset(q for q, a in enumerate(accept) if a))

@@ -39,7 +39,8 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 
 from __future__ import annotations
 
-from structgen.core.dfa import DEFAULT_STATE_LIMIT, Dfa, as_fsm, dfa_of, explore, minimize, trim
+from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, explore_rows, fsm_of_rows,
+                                grouped, minimize, minimize_rows, trim, trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -47,28 +48,34 @@ __all__ = ["apply_lexer", "IGNORE_RULE"]
 #: The rule for ignored text at the end of the input.
 IGNORE_RULE = "%ignore"
 
-def _split_by_exit(trans: list[dict[int, int]], order: list, exits) -> dict[frozenset[int], Expr]:
+def _split_by_exit(rows: Rows, order: list, exits) -> dict[frozenset[int], Expr]:
     """``{forbidden bytes: automaton}``: the explored automaton, one copy per exit class, each
     accepting where ``exits(state)`` yields that class."""
     accepts: dict[frozenset[int], list[bool]] = {}
     for q, state in enumerate(order):
         for forbidden in exits(state):
             accepts.setdefault(forbidden, [False] * len(order))[q] = True
-    return {f: as_fsm(*minimize(*trim(trans, acc))) for f, acc in accepts.items()}
+    return {f: fsm_of_rows(*minimize_rows(*trim_rows(rows, acc))) for f, acc in accepts.items()}
 
 
-def _token(term: Dfa, union: Dfa) -> dict[frozenset[int], Expr]:
+def _token(term: Dfa, union: Dfa, union_rows: Rows, union_reads: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
     """One token of ``term``, split by the bytes it forbids next (the union automaton's bytes
-    after the token's text)."""
-    tt, ta = term
-    ut, _ = union
+    after the token's text: ``union_reads``). The product is explored on grouped rows: an
+    identifier's row is a few byte classes, and so is each union state's but the first few."""
+    term_rows = grouped(term[0])
+    ta = term[1]
 
     def step(state):
         q, u = state
-        return [(b, (t, ut[u][b])) for b, t in tt[q].items() if b in ut[u]]
+        urow = union_rows[u]
+        for bs, t in term_rows[q]:
+            for bs2, t2 in urow:
+                both = bs & bs2
+                if both:
+                    yield both, (t, t2)
 
-    trans, order = explore((0, 0), step, DEFAULT_STATE_LIMIT, "a lexer token")
-    return _split_by_exit(trans, order, lambda st: [frozenset(ut[st[1]])] if ta[st[0]] else [])
+    rows, order = explore_rows((0, 0), step, DEFAULT_STATE_LIMIT, "a lexer token")
+    return _split_by_exit(rows, order, lambda st: [union_reads[st[1]]] if ta[st[0]] else [])
 
 
 def _ignored_run(ignore: Dfa, union: Dfa) -> dict[frozenset[int], Expr]:
@@ -96,7 +103,7 @@ def _ignored_run(ignore: Dfa, union: Dfa) -> dict[frozenset[int], Expr]:
         return out
 
     trans, order = explore(frozenset({("gap", frozenset())}), step, DEFAULT_STATE_LIMIT, "ignored text")
-    return _split_by_exit(trans, order, lambda threads: [th[1] for th in threads if th[0] == "gap"]
+    return _split_by_exit(grouped(trans), order, lambda threads: [th[1] for th in threads if th[0] == "gap"]
                           if threads != order[0] else [])
 
 
@@ -129,13 +136,16 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     # The terminals' own DFAs are what the rule automata are built from anyway (charged there);
     # the products explored below are what this module adds, and they are charged.
     union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
+    union_rows = grouped(union[0])
+    union_reads = [frozenset(row) for row in union[0]]
     runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
         if ignore is not None else []
     lookahead: list[tuple[str, frozenset[int]]] = []
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
-        by_exit = sorted(_token(dfa_of(lang, charged=False), union).items(), key=lambda kv: sorted(kv[0]))
+        by_exit = sorted(_token(dfa_of(lang, charged=False), union, union_rows, union_reads).items(),
+                         key=lambda kv: sorted(kv[0]))
         names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
         new_rules[name] = []
         for n, (forbidden, body) in zip(names, by_exit):
