@@ -16,6 +16,7 @@ import time
 import pytest
 
 import structgen
+import maskbench
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import SchemaError
 from structgen.frontends.json_schema.metaschema import PIECE_DEPTH, check_metaschema, drafts_for
@@ -192,3 +193,64 @@ SIBLING_ID = {  # draft7/ref.json: "$ref prevents a sibling $id from changing th
 ])
 def test_identifiers_count_only_in_subschemas(schema, value, valid):
     assert accepts(schema, value) is valid
+
+
+# ------------------------------------------------------------------ the flat 2020-12 metaschema
+
+#: Wrong values for keywords, put in place of a schema's own to make it malformed.
+_WRONG = {"type": "strin", "minItems": -1, "maxLength": 1.5, "properties": [], "required": "a", "items": 3,
+          "pattern": 5, "enum": {}, "additionalProperties": None, "$ref": 1, "uniqueItems": 1, "minimum": "0",
+          "anyOf": [], "allOf": {}, "description": 7, "format": [], "$defs": [], "definitions": 2,
+          "dependencies": {"a": 3}, "const": object, "default": object, "prefixItems": [1]}
+
+
+def _mutations(schema, rng, n):
+    """Up to ``n`` copies of ``schema``, each with one keyword value of one (sub)schema made wrong."""
+    spots = []
+
+    def visit(node, path):
+        if isinstance(node, dict):
+            spots.extend((path, k) for k in node if k in _WRONG and _WRONG[k] is not object)
+            for k, v in node.items():
+                visit(v, path + (k,))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                visit(v, path + (i,))
+
+    visit(schema, ())
+    for path, key in rng.sample(spots, min(n, len(spots))):
+        copy = json.loads(json.dumps(schema))
+        node = copy
+        for step in path:
+            node = node[step]
+        node[key] = _WRONG[key]
+        yield copy
+
+
+@pytest.mark.skipif(not maskbench.available(), reason="MaskBench data not present")
+def test_the_flat_2020_12_metaschema_finds_what_the_original_finds():
+    """The check runs against the 2020-12 metaschema flattened into one document (its
+    ``$dynamicRef`` resolution was a fifth of a schema's compile). On MaskBench schemas, valid
+    and with one keyword value made wrong (in subschemas, under ``$defs``, in deprecated
+    keywords), it reports exactly python-jsonschema's own errors: keyword, place and message
+    (each once: the original repeats a subschema's type error once per vocabulary)."""
+    import random
+
+    from jsonschema import Draft202012Validator
+
+    from structgen.frontends.json_schema.metaschema import _flat_2020_12
+
+    flat, original = Draft202012Validator(_flat_2020_12()), Draft202012Validator(Draft202012Validator.META_SCHEMA)
+    rng = random.Random(0)
+    rows = sorted(maskbench.iter_rows(), key=lambda r: maskbench.stable_hash(r["name"]))[:150]
+    checked = malformed = 0
+    for row in rows:
+        for schema in [row["schema"], *_mutations(row["schema"], rng, 3)]:
+            def errors(validator):
+                # a set: each of the original's seven vocabularies says "not of type 'object', 'boolean'"
+                return sorted({(e.validator, tuple(e.absolute_path), e.message) for e in validator.iter_errors(schema)})
+            want = errors(original)
+            assert errors(flat) == want, (row["name"], want)
+            checked += 1
+            malformed += bool(want)
+    assert checked > 400 and malformed > 200  # the mutations did make most of them malformed

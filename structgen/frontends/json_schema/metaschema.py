@@ -119,8 +119,58 @@ def check_metaschema(schema: Any) -> None:
 def _checker(cls: type) -> Any:
     got = _CHECKERS.get(cls)
     if got is None:
-        _CHECKERS[cls] = got = cls(cls.META_SCHEMA)
+        meta = _flat_2020_12() if cls is Draft202012Validator else cls.META_SCHEMA
+        _CHECKERS[cls] = got = cls(meta)
     return got
+
+
+#: What a 2020-12 vocabulary metaschema says besides its keywords and their ``$defs``.
+_VOCABULARY_HEADER = {"$schema", "$id", "$vocabulary", "$dynamicAnchor", "title", "type", "$comment"}
+
+
+def _flat_2020_12() -> dict[str, Any]:
+    """The 2020-12 metaschema as one document: its seven vocabularies' keywords and ``$defs``
+    merged, ``$dynamicRef: "#meta"`` as ``$ref: "#"``. It accepts the same schemas (the dynamic
+    anchor only matters to a metaschema that extends this one) and is several times faster to
+    check against: python-jsonschema resolves every ``$dynamicRef`` through the dynamic scope,
+    and a MaskBench schema's check took a fifth of its compile.
+
+    >>> from jsonschema import Draft202012Validator as V
+    >>> V(_flat_2020_12()).is_valid({"type": "object", "properties": {"a": {"minItems": -1}}})
+    False
+    """
+    from jsonschema_specifications import REGISTRY
+
+    top = Draft202012Validator.META_SCHEMA
+    flat: dict[str, Any] = {"$schema": top["$schema"], "type": top["type"], "properties": {}, "$defs": {}}
+    docs = [REGISTRY[f"https://json-schema.org/draft/2020-12/{part['$ref']}"].contents for part in top["allOf"]]
+    for doc in docs + [{k: v for k, v in top.items() if k != "allOf"}]:
+        extra = set(doc) - _VOCABULARY_HEADER - {"properties", "$defs"}
+        if extra or doc.get("type", top["type"]) != top["type"]:
+            raise RuntimeError(f"unexpected 2020-12 metaschema layout: {sorted(extra)}")
+        for key in ("properties", "$defs"):
+            for name, value in doc.get(key, {}).items():
+                if name in flat[key]:
+                    raise RuntimeError(f"2020-12 metaschema: {key} {name!r} defined twice")
+                flat[key][name] = _local_refs(value)
+    return flat
+
+
+def _local_refs(node: Any) -> Any:
+    """``node`` with references into the 2020-12 vocabulary documents made local to the flat one."""
+    if isinstance(node, list):
+        return [_local_refs(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "$dynamicRef" and value == "#meta":
+            out["$ref"] = "#"
+        elif key == "$ref" and isinstance(value, str):
+            out["$ref"] = "#" + value.partition("#")[2]  # "meta/validation#/$defs/x", "#/$defs/x"
+        else:
+            out[key] = _local_refs(value)
+    return out
 
 
 def _duplicates_only(error: ValidationError) -> bool:
