@@ -58,10 +58,11 @@ def _split_by_exit(rows: Rows, order: list, exits) -> dict[frozenset[int], Expr]
     return {f: fsm_of_rows(*minimize_rows(*trim_rows(rows, acc))) for f, acc in accepts.items()}
 
 
-def _token(term: Dfa, union: Dfa, union_rows: Rows, union_reads: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
-    """One token of ``term``, split by the bytes it forbids next (the union automaton's bytes
-    after the token's text: ``union_reads``). The product is explored on grouped rows: an
-    identifier's row is a few byte classes, and so is each union state's but the first few."""
+def _token(term: Dfa, union_rows: Rows, union_reads: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
+    """One token of ``term``, split by the bytes it forbids next (what the union of all
+    terminals reads after the token's text: ``union_reads``). The product with the union is
+    explored on rows grouped by target, whose byte classes are few (an identifier's row is one
+    or two), so no step visits single bytes."""
     term_rows = grouped(term[0])
     ta = term[1]
 
@@ -144,7 +145,7 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
-        by_exit = sorted(_token(dfa_of(lang, charged=False), union, union_rows, union_reads).items(),
+        by_exit = sorted(_token(dfa_of(lang, charged=False), union_rows, union_reads).items(),
                          key=lambda kv: sorted(kv[0]))
         names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
         new_rules[name] = []
