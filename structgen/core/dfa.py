@@ -27,8 +27,8 @@ from structgen.core.budget import affordable, charge
 from structgen.core.ir import ByteClass, Expr, Fsm
 from structgen.errors import CompileError
 
-__all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows", "grouped", "minimize",
-           "minimize_rows", "product", "trim", "trim_rows", "ungrouped"]
+__all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
+           "grouped", "minimize", "minimize_rows", "product", "trim", "trim_rows", "ungrouped"]
 
 #: Explored automata above this many states raise CompileError instead of exhausting memory.
 DEFAULT_STATE_LIMIT = 50_000
@@ -142,8 +142,8 @@ def as_fsm(trans: list[dict[int, int]], accept: list[bool]) -> Fsm:
 
 
 # A DFA's rows grouped by target: ``rows[q]`` lists ``(bytes, target)``, one pair per target, the
-# byte sets interned. Trimming and minimizing touch a group per edge instead of a byte, so the
-# lexer, which trims and minimizes one explored automaton once per exit class, groups it once.
+# byte sets interned. Exploring, trimming and minimizing touch a group per edge instead of a
+# byte: the Lark lexer builds each token's product with the union of all terminals this way.
 Rows = list[list[tuple[frozenset[int], int]]]
 _byte, _target = itemgetter(0), itemgetter(1)
 
@@ -172,6 +172,7 @@ def grouped(trans: list[dict[int, int]]) -> Rows:
 
 
 def ungrouped(rows: Rows) -> list[dict[int, int]]:
+    """The per-byte tables of grouped rows (the inverse of :func:`grouped`)."""
     return [{b: t for bs, t in row for b in bs} for row in rows]
 
 
