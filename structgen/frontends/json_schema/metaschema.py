@@ -27,10 +27,11 @@ Not checked: duplicates in ``enum``, ``required`` or a ``type`` list (draft 4 fo
 change no meaning, and real schemas have them) and ``format`` of keyword values (the ``regex``
 format would hold ECMA-262 patterns to Python's ``re``; the compiler parses patterns itself).
 
-Cost: python-jsonschema walks the schema once per metaschema tried, linear in its size (about
-2 ms per 10 kB; MaskBench's largest, 0.9 MB, 2.4 s). It recurses per nesting level, so a schema
-nested deeper than :data:`PIECE_DEPTH` subschemas is checked in pieces: each subschema at that
-depth is checked on its own (the metaschema of every subschema is the root's), with ``{}`` in its
+Cost: python-jsonschema walks the schema once per metaschema tried, linear in its size. The
+2020-12 metaschema is checked in one flattened document (:func:`_flat_2020_12`), 5x faster
+than python-jsonschema's own, which resolves each ``$dynamicRef`` through the dynamic scope.
+python-jsonschema recurses per nesting level, so a schema nested deeper than
+:data:`PIECE_DEPTH` subschemas is checked in pieces: each subschema at that depth is checked on its own (the metaschema of every subschema is the root's), with ``{}`` in its
 place above; a container met twice (Python objects may share one) is checked once.
 
 Example
@@ -119,7 +120,12 @@ def check_metaschema(schema: Any) -> None:
 def _checker(cls: type) -> Any:
     got = _CHECKERS.get(cls)
     if got is None:
-        meta = _flat_2020_12() if cls is Draft202012Validator else cls.META_SCHEMA
+        meta = cls.META_SCHEMA
+        if cls is Draft202012Validator:
+            try:
+                meta = _flat_2020_12()
+            except (RuntimeError, KeyError, LookupError):  # a later layout: the original, slower, is as right
+                pass
         _CHECKERS[cls] = got = cls(meta)
     return got
 
