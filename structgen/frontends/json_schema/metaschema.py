@@ -28,11 +28,12 @@ change no meaning, and real schemas have them) and ``format`` of keyword values 
 format would hold ECMA-262 patterns to Python's ``re``; the compiler parses patterns itself).
 
 Cost: python-jsonschema walks the schema once per metaschema tried, linear in its size. The
-2020-12 metaschema is checked in one flattened document (:func:`_flat_2020_12`), 5x faster
-than python-jsonschema's own, which resolves each ``$dynamicRef`` through the dynamic scope.
-python-jsonschema recurses per nesting level, so a schema nested deeper than
-:data:`PIECE_DEPTH` subschemas is checked in pieces: each subschema at that depth is checked on its own (the metaschema of every subschema is the root's), with ``{}`` in its
-place above; a container met twice (Python objects may share one) is checked once.
+2020-12 metaschema is checked in one flattened document (:func:`_flat_2020_12`), 5x faster than
+python-jsonschema's own, which resolves each ``$dynamicRef`` through the dynamic scope. The
+check recurses per nesting level, so a schema nested deeper than :data:`PIECE_DEPTH`
+subschemas is checked in pieces: each subschema at that depth is checked on its own (the
+metaschema of every subschema is the root's), with ``{}`` in its place above; a container met
+twice (Python objects may share one) is checked once.
 
 Example
 -------
