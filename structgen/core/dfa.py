@@ -60,49 +60,45 @@ def explore(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tu
     pairs: transition rows and the states in discovery order (state 0 is ``start``). Raises
     :class:`~structgen.errors.CompileError` past ``limit`` states; charges the compile budget
     as it grows, so a budget stops a large product early."""
-    index = {start: 0}
-    order = [start]
-    trans: list[dict[int, int]] = []
-    i = 0
-    while i < len(order):
-        row: dict[int, int] = {}
-        for byte, key in step(order[i]):
-            t = index.get(key)
-            if t is None:
-                if len(order) >= limit:
-                    raise CompileError(f"{what}: the automaton exceeds {limit} states")
-                t = index[key] = len(order)
-                order.append(key)
-                if not t & 255:
-                    charge(256 * PRODUCT_STATE_UNITS, what)
-            row[byte] = t
-        trans.append(row)
-        i += 1
-    charge((len(order) & 255) * PRODUCT_STATE_UNITS, what)  # the states since the last charge
-    return trans, order
+    return _explored(start, step, limit, what, dict)
 
 
 def explore_rows(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tuple[Rows, list]:
     """:func:`explore` for a ``step`` that yields ``(byte set, next state)`` pairs: the DFA as
     grouped rows (pairs that reach one state merge), so a product of two grouped automata never
     touches single bytes."""
+
+    def row_of(pairs) -> list[tuple[frozenset[int], int]]:
+        by_target: dict[int, frozenset[int]] = {}
+        for bs, t in pairs:
+            by_target[t] = by_target[t] | bs if t in by_target else bs
+        return [(bs, t) for t, bs in by_target.items()]
+
+    return _explored(start, step, limit, what, row_of)
+
+
+def _explored(start: Any, step: Callable[[Any], Any], limit: int, what: str,
+              row_of: Callable[[Any], Any]) -> tuple[list, list]:
+    """Number the states ``step`` reaches from ``start``, in discovery order, under ``limit``
+    and the budget; each state's row is ``row_of`` its ``(label, target number)`` pairs."""
     index = {start: 0}
     order = [start]
-    rows: Rows = []
+
+    def number(key: Any) -> int:
+        t = index.get(key)
+        if t is None:
+            if len(order) >= limit:
+                raise CompileError(f"{what}: the automaton exceeds {limit} states")
+            t = index[key] = len(order)
+            order.append(key)
+            if not t & 255:
+                charge(256 * PRODUCT_STATE_UNITS, what)
+        return t
+
+    rows = []
     i = 0
     while i < len(order):
-        by_target: dict[int, frozenset[int]] = {}
-        for bs, key in step(order[i]):
-            t = index.get(key)
-            if t is None:
-                if len(order) >= limit:
-                    raise CompileError(f"{what}: the automaton exceeds {limit} states")
-                t = index[key] = len(order)
-                order.append(key)
-                if not t & 255:
-                    charge(256 * PRODUCT_STATE_UNITS, what)
-            by_target[t] = by_target[t] | bs if t in by_target else bs
-        rows.append([(bs, t) for t, bs in by_target.items()])
+        rows.append(row_of((label, number(key)) for label, key in step(order[i])))
         i += 1
     charge((len(order) & 255) * PRODUCT_STATE_UNITS, what)  # the states since the last charge
     return rows, order
