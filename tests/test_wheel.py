@@ -68,7 +68,7 @@ def wheel(tmp_path_factory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "structgen", src / "structgen",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))  # the build compiles its own
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
           "-q", "-w", str(tmp / "dist"), str(src)])
     (whl,) = (tmp / "dist").glob("structgen-*.whl")
@@ -193,6 +193,8 @@ third = sorted(n for n in names - {"structgen", "__future__"} - OPTIONAL if n no
 out["missing"] = [n for n in third if importlib.util.find_spec(n) is None]
 dists = importlib.metadata.packages_distributions()
 out["imported_dists"] = sorted({d for n in third for d in dists.get(n, [n])})
+from structgen.engine.walk_kernel import kernel_available
+out["kernel"] = kernel_available()
 out["data_files"] = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*") if p.suffix in (".lark", ".typed"))
 print(json.dumps(out))
 '''
@@ -239,6 +241,12 @@ def test_the_wheel_holds_every_module_and_grammar_file(wheel):
     want = {w for w in want if "__pycache__" not in w}
     assert {"structgen/grammars/sqlite.lark", "structgen/grammars/common.lark"} <= want
     assert want - names == set()
+    # the compiled trie walk, built from structgen/engine/_walk.c by the wheel's build
+    assert any(n.startswith("structgen/engine/_walk.") and n.endswith((".so", ".pyd")) for n in names)
+
+
+def test_the_installed_wheel_uses_the_compiled_walk(report):
+    assert report["kernel"] is True
 
 
 def test_installed_package_is_the_wheel_not_the_checkout(venv, report):

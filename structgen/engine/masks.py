@@ -57,6 +57,7 @@ from structgen.engine.disk_cache import cache_dir, code_digest, disk_cache_enabl
 from structgen.engine.sealed import read_sealed, write_sealed
 from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet
 from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
+from structgen.engine.walk_kernel import SetRows, crossing_keys, kernel_available, walk_index
 
 __all__ = ["MaskBuilder", "walk_keys"]
 
@@ -166,6 +167,24 @@ class _Remainders:
         by: dict[bytes, list[tuple[int, int, int]]] = {}
         for rem, tid, n, d in entries:
             by.setdefault(rem, []).append((tid, n, d))
+        return _Remainders._grouped(by)
+
+    @staticmethod
+    def of_keys(idx: TokenIndex, pairs: np.ndarray) -> "_Remainders":
+        """From rows ``(key, depth)`` of the index (:func:`~structgen.engine.walk_kernel.crossing_keys`):
+        each key's tokens cross with the remainder after ``depth`` bytes, no items counted."""
+        by: dict[bytes, list[tuple[int, int, int]]] = {}
+        keys, ids = idx.keys, idx.ids
+        for j, d in pairs.tolist():
+            rem = keys[j][d:]
+            got = by.get(rem)
+            if got is None:
+                got = by[rem] = []
+            got.extend((tid, 0, d) for tid in ids[j])
+        return _Remainders._grouped(by)
+
+    @staticmethod
+    def _grouped(by: dict[bytes, list[tuple[int, int, int]]]) -> "_Remainders":
         keys = sorted(by)
         counts = np.fromiter((len(by[k]) for k in keys), dtype=np.int64, count=len(keys))
         rows = np.array([o for k in keys for o in by[k]], dtype=np.int64).reshape(-1, 3)
@@ -210,6 +229,7 @@ class MaskBuilder:
         self._facts: dict[tuple, _StateFacts] = {}  # what this grammar uses (the shared cache may forget)
         self._empty = np.zeros(vocab.words, dtype=np.uint32)
         self._token_reach: int | None = None
+        self._rows = SetRows(machine, escaping=True)  # the compiled walk's numbered stack sets
 
     # ---------------------------------------------------------------- public
 
@@ -402,6 +422,8 @@ class MaskBuilder:
         return below, above
 
     def _walk_plain(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
+        if kernel_available():
+            return self._walk_plain_compiled(iso, follow)
         idx = self.index
         keys = idx.keys
         entries: list[tuple[bytes, int, int, int]] = []
@@ -414,6 +436,20 @@ class MaskBuilder:
                            escapes=self.sm.escapes, ends=idx.subtree_end)
         ids = [t for i in inside for t in idx.ids[i]]
         return ids_to_mask(ids, self.vocab.words), _Remainders.build(entries)
+
+    def _walk_plain_compiled(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
+        """:meth:`_walk_plain` with the compiled walk (:mod:`structgen.engine.walk_kernel`)."""
+        idx, rows = self.index, self._rows
+        inside, escapes = walk_index(idx, rows, frozenset((iso,)))
+        # per marker code, the bytes a crossing token may go on with: what follows the rule,
+        # less what any of the markers forbids (each marker alone, as walk_keys reports them)
+        allowed = np.zeros((len(rows.markers), 256), dtype=bool)
+        for code in np.unique(np.abs(escapes[:, 2])).tolist():
+            for x in rows.markers[code]:
+                forbidden = self.sm.escapes[x]
+                allowed[code, list(follow - forbidden if forbidden else follow)] = True
+        pairs = crossing_keys(idx, escapes, np.packbits(allowed, axis=1, bitorder="little"))
+        return ids_to_mask(idx.token_ids(inside), self.vocab.words), _Remainders.of_keys(idx, pairs)
 
     def _counted_facts(self, rule_i: int, q: int) -> _StateFacts:
         # Counted facts depend on the item alone (counts and guards are applied afterwards), so

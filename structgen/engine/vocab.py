@@ -84,6 +84,8 @@ class TokenIndex:
             self.lcp[i] = j
         self._ends: array | None = None  # built on first use (see subtree_end)
         self._firsts: array | None = None
+        self._tables: tuple | None = None
+        self._flat_ids: tuple[np.ndarray, np.ndarray] | None = None
 
     def subtree_end(self, i: int, d: int) -> int:
         """End of the subtree of the trie node ``keys[i][:d]`` (``d >= 1``), where ``i`` is the
@@ -102,6 +104,39 @@ class TokenIndex:
         if not lcp < d <= len(self.keys[i]):  # not a node starting at i: bisect instead
             return prefix_range_end(self.keys, self.keys[i][:d], i + 1, len(self.keys))
         return self._ends[self._firsts[i] + d - lcp - 1]  # type: ignore[index]
+
+    def tables(self) -> tuple[bytes, np.ndarray, np.ndarray, array, array]:
+        """The index as flat tables for the compiled walk (:mod:`structgen.engine.walk_kernel`):
+        ``(keys joined, key offsets, lcp, node firsts, node ends)``, the last two as in
+        :meth:`subtree_end`; built once.
+        """
+        if self._tables is None:
+            if self._ends is None:
+                self._build_ends()
+            lens = np.fromiter((len(k) for k in self.keys), dtype=np.int64, count=len(self.keys))
+            offs = np.zeros(len(self.keys) + 1, dtype=np.int64)
+            np.cumsum(lens, out=offs[1:])
+            self._tables = (b"".join(self.keys), offs, np.asarray(self.lcp, dtype=np.int64),
+                            self._firsts, self._ends)  # type: ignore[assignment]
+        return self._tables  # type: ignore[return-value]
+
+    def token_ids(self, keys: np.ndarray) -> np.ndarray:
+        """The token ids of the keys numbered ``keys`` (a key may stand for several tokens).
+
+        >>> TokenIndex([b"b", b"a", b"b"]).token_ids(np.array([0, 1])).tolist()
+        [1, 0, 2]
+        """
+        if self._flat_ids is None:
+            counts = np.fromiter((len(t) for t in self.ids), dtype=np.int64, count=len(self.ids))
+            starts = np.zeros(len(self.ids) + 1, dtype=np.int64)
+            np.cumsum(counts, out=starts[1:])
+            flat = np.fromiter((t for ts in self.ids for t in ts), dtype=np.int64, count=int(starts[-1]))
+            self._flat_ids = (flat, starts)
+        flat, starts = self._flat_ids
+        if len(flat) == len(self.ids):  # one token per key, the usual case
+            return flat[keys]
+        lo, n = starts[keys], starts[keys + 1] - starts[keys]
+        return flat[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
 
     def _build_ends(self) -> None:
         # Node (i, d) ends at the next key j > i with lcp[j] < d: per depth, the next element of

@@ -1,0 +1,146 @@
+"""The trie walk of :mod:`structgen.engine.masks`, compiled: numbered stack sets, rows of steps.
+
+Why a compiled loop: a rule state's facts come from walking the sorted token index from that
+state, one step per trie node. In Python each node costs about a microsecond (the recursion, the
+memo lookups, reporting an escape), and a cold parse state of a SQL or C-like grammar walks some
+10^5 nodes, most of them under identifier-like tokens, where almost every node is a place the
+rule may end (an escape). That loop is what made cold masks cost hundreds of milliseconds.
+
+The compiled walk (``_walk.c``, built by pip at install with the machine's C compiler) does not
+step the grammar itself. Stack sets are numbered here (:class:`SetRows`), and each number has a
+row: for every byte, the number of the set after it and the code of the escape markers it
+reached. An entry is filled, by Python, the first time a walk needs it, so the grammar is only
+ever stepped where a walk goes, and each step once per grammar. The kernel returns the
+same keys and escapes as :func:`structgen.engine.masks.walk_keys`; where the extension is not
+built (no compiler) or ``STRUCTGEN_WALK_KERNEL=0``, that Python walk runs instead.
+
+Example
+-------
+>>> from structgen.engine.compiler import Compiler
+>>> from structgen.engine.vocab import Vocabulary
+>>> vocab = Vocabulary([b"a", b"ab", b"b", b"ba", None], eos_ids=[4])
+>>> sm = Compiler(vocab, disk_cache=False).grammar_file('start: "ab"+').matcher().machine
+>>> rows = SetRows(sm, escaping=False)
+>>> keys, escapes = walk_index(vocab.index, rows, sm.initial())
+>>> [vocab.index.keys[i] for i in keys.tolist()] if kernel_available() else [b"a", b"ab"]
+[b'a', b'ab']
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from array import array
+
+import numpy as np
+
+from structgen.engine.pda import StackMachine, StackSet
+from structgen.engine.vocab import TokenIndex
+
+try:
+    from structgen.engine import _walk as _kernel  # type: ignore[attr-defined]
+except ImportError:  # not built: no C compiler at install
+    _kernel = None
+
+__all__ = ["SetRows", "kernel_available", "walk_index", "crossing_keys"]
+
+#: The ``_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left from
+#: another version is not used.
+KERNEL_VERSION = 2
+
+_DEAD, _UNKNOWN = -1, -2  # row entries as _walk.c reads them
+_DEAD_ROW = array("i", [_DEAD] * 256 + [0] * 256)
+
+
+def kernel_available() -> bool:
+    """Whether the compiled walk is built and switched on (``STRUCTGEN_WALK_KERNEL=0`` turns it off)."""
+    return (_kernel is not None and getattr(_kernel, "VERSION", None) == KERNEL_VERSION
+            and os.environ.get("STRUCTGEN_WALK_KERNEL", "1") != "0")
+
+
+class SetRows:
+    """A grammar's stack sets, numbered, each with its row of steps (filled when first reached).
+
+    With ``escaping``, escape markers reached by a step are taken out of the next set and named
+    by a code instead (:attr:`markers` ``[code]`` is the set of them), as
+    :func:`~structgen.engine.masks.walk_keys` reports and drops them; without, they stay in the
+    sets like any stack.
+    """
+
+    def __init__(self, machine: StackMachine, *, escaping: bool) -> None:
+        self.sm = machine
+        self.escaping = escaping
+        self.sets: list[StackSet] = []
+        self.rows: list[bytearray | None] = []  # the kernel reads these; None until first reached
+        self.markers: list[frozenset[int]] = [frozenset()]  # code 0: none
+        self._numbers: dict[StackSet, int] = {}
+        self._codes: dict[frozenset[int], int] = {frozenset(): 0}
+        self._lock = threading.Lock()  # numbering appends to three lists together
+
+    def number(self, stacks: StackSet) -> int:
+        got = self._numbers.get(stacks)
+        if got is None:
+            with self._lock:
+                got = self._numbers.get(stacks)
+                if got is None:
+                    got = len(self.sets)
+                    self.sets.append(stacks)
+                    self.rows.append(None)  # before the number is known: the kernel may read it
+                    self._numbers[stacks] = got
+        return got
+
+    def _code(self, markers: frozenset[int]) -> int:
+        got = self._codes.get(markers)
+        if got is None:
+            with self._lock:
+                got = self._codes.get(markers)
+                if got is None:
+                    got = len(self.markers)
+                    self.markers.append(markers)
+                    self._codes[markers] = got
+        return got
+
+    def fill(self, k: int, byte: int) -> None:
+        """Make row ``k`` (``byte == -1``) or step set ``k`` by ``byte`` into it (the kernel calls
+        this; two threads may both step one entry, equally, but a row is made once)."""
+        sm, stacks = self.sm, self.sets[k]
+        if byte < 0:
+            row = array("i", _DEAD_ROW)
+            for b in sm.next_bytes(stacks):
+                row[b] = _UNKNOWN
+            with self._lock:
+                if self.rows[k] is None:
+                    self.rows[k] = bytearray(row.tobytes())
+            return
+        nxt = sm.step_set(stacks, byte)
+        code = 0
+        if self.escaping:
+            found = frozenset(x for x in nxt if x in sm.escapes)
+            if found:
+                nxt, code = nxt - found, self._code(found)
+        view = memoryview(self.rows[k]).cast("i")  # type: ignore[arg-type]
+        view[256 + byte] = code  # the code first: the kernel reads it once the step is known
+        view[byte] = self.number(nxt) if nxt else _DEAD
+
+
+def walk_index(index: TokenIndex, rows: SetRows, start: StackSet) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, escapes)``: the numbers of the index keys fully readable from ``start``, and the
+    escapes met on the way as rows ``(first key under the node, depth, marker code)``, the code
+    negated where the walk went on below the node (a key ending there is among ``keys``)."""
+    if not index.keys:
+        return np.zeros(0, np.int64), np.zeros((0, 3), np.int64)
+    inside, events = _kernel.walk(*index.tables(), rows.number(start), rows.rows, rows.fill,
+                                  rows.escaping)
+    return np.frombuffer(inside, dtype=np.int64), np.frombuffer(events, dtype=np.int64).reshape(-1, 3)
+
+
+def crossing_keys(index: TokenIndex, escapes: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Rows ``(key, depth)``: for each escape ``(i, d, code)``, the key ending at node
+    ``keys[i][:d]`` (unless ``code < 0``: it is inside) and every key under a child whose byte is
+    in ``allowed[abs(code)]`` (a ``(codes, 32)`` uint8 bit table): the tokens that may go on past
+    the rule's end there."""
+    if not escapes.size:
+        return np.zeros((0, 2), np.int64)
+    out = _kernel.crossings(*index.tables(), np.ascontiguousarray(escapes, dtype=np.int64),
+                            np.ascontiguousarray(allowed, dtype=np.uint8))
+    return np.frombuffer(out, dtype=np.int64).reshape(-1, 2)

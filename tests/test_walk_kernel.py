@@ -1,0 +1,154 @@
+"""The compiled trie walk (structgen/engine/_walk.c) against the Python walk it replaces.
+
+The compiled walk must return the same keys as :func:`structgen.engine.masks.walk_keys` from
+every state, report the same escapes, and so give the same masks; the oracle tests
+(test_grammar_masks.py, test_maskbench_oracle.py, ...) check those masks against brute force
+with the compiled walk on, as it is by default. Here the two walks are compared directly, on
+the bundled SQL grammar for real gold queries, a C-like grammar and JSON, on both tokenizers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import structgen
+from sql_data import pairs
+from structgen.engine import walk_kernel
+from structgen.engine.masks import walk_keys
+from structgen.engine.vocab import Vocabulary, vocabulary_for
+from structgen.engine.walk_kernel import SetRows, crossing_keys, kernel_available, walk_index
+
+C_LIKE = r'''
+start: func+
+func: TYPE NAME "(" (param ("," param)*)? ")" block
+param: TYPE NAME
+block: "{" stmt* "}"
+stmt: TYPE NAME ("=" expr)? ";" | NAME "=" expr ";" | "return" expr ";" | "while" "(" expr ")" block
+expr: atom (OP atom)*
+atom: NAME | NUMBER | NAME "(" (expr ("," expr)*)? ")" | "(" expr ")"
+TYPE: "int" | "double" | "void"
+OP: "+" | "-" | "*" | "/" | "<" | "!=" | "=="
+NAME: /[a-zA-Z_][a-zA-Z0-9_]*/
+NUMBER: /[0-9]+(\.[0-9]+)?/
+%ignore /[ \t\n]+/
+%ignore /\/\/[^\n]*/
+'''
+C_TEXT = ("int gcd(int a, int b) {\n  while (b != 0) { int t = b; b = a - t; }  // done\n"
+          "  return a;\n}\ndouble half(double x) { return x / 2.0; }\n")
+JSON_TEXT = '{"name": "Ada", "tags": ["x", {"k": [1, 2.5e-3]}], "ok": true}'
+
+
+def test_the_kernel_is_built():
+    # `make setup` builds it (pip, from pyproject's ext-modules); without it every mask is slower
+    assert walk_kernel._kernel is not None, "structgen/engine/_walk.c was not built: run make setup"
+    assert kernel_available()
+
+
+def _states(compiled, tokenizer, text):
+    """Every stack set met walking ``text``'s tokens."""
+    m = compiled.matcher()
+    out = [m.stacks()]
+    for tid in tokenizer.encode(text, add_special_tokens=False):
+        assert m.advance(tid)
+        out.append(m.stacks())
+    return out
+
+
+def _cases(tokenizer):
+    query = next(p for p in pairs("defog") if "JOIN" in p.sql and "GROUP BY" in p.sql)
+    return [
+        (structgen.compile_sql(query.database, tokenizer).grammar, query.sql),
+        (structgen.compile_grammar(C_LIKE, tokenizer), C_TEXT),
+        (structgen.compile_json_schema({"type": "object"}, tokenizer), JSON_TEXT),
+    ]
+
+
+@pytest.mark.parametrize("tokenizer_name", ["smollm2_tokenizer", "gemma_tokenizer"])
+def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_name):
+    tokenizer = request.getfixturevalue(tokenizer_name)
+    index = vocabulary_for(tokenizer).index
+    walked = 0
+    for compiled, text in _cases(tokenizer):
+        sm = compiled.matcher().machine
+        rows = SetRows(sm, escaping=True)
+        starts = {sm.isolated(sid) for stacks in _states(compiled, tokenizer, text) for sid in stacks
+                  if sm.frames[sid][0] >= 0}  # not guards: masks never walk from them
+        for iso in sorted(starts):
+            start = frozenset((iso,))
+            reported: set[tuple[int, int, frozenset[int]]] = set()
+            want = walk_keys(index.keys, start, sm.step_set, sm.next_bytes,
+                             on_escape=lambda i, d, f: reported.add((i, d, f)),
+                             escapes=sm.escapes, ends=index.subtree_end)
+            keys, escapes = walk_index(index, rows, start)
+            assert keys.tolist() == want
+            got = {(i, d, sm.escapes[x]) for i, d, c in escapes.tolist() for x in rows.markers[abs(c)]}
+            assert got == reported
+            walked += 1
+    assert walked > 50
+
+
+@pytest.mark.parametrize("tokenizer_name", ["smollm2_tokenizer", "gemma_tokenizer"])
+def test_masks_with_and_without_the_compiled_walk_are_equal(request, tokenizer_name, monkeypatch):
+    tokenizer = request.getfixturevalue(tokenizer_name)
+    base = vocabulary_for(tokenizer)
+    found = {}
+    for on in ("1", "0"):
+        monkeypatch.setenv("STRUCTGEN_WALK_KERNEL", on)
+        monkeypatch.setenv("STRUCTGEN_DISK_CACHE", "0")
+        # a vocabulary of its own: the shared facts of one walk must not serve the other
+        vocab = Vocabulary(list(base.tokens), eos_ids=base.eos_ids)
+        masks = []
+        for compiled, text in _cases(vocab):
+            m = compiled.matcher()
+            masks.append(np.array(m.mask_words()))
+            for tid in tokenizer.encode(text, add_special_tokens=False):
+                assert m.advance(tid)
+                masks.append(np.array(m.mask_words()))
+        found[on] = masks
+    assert len(found["1"]) == len(found["0"]) > 100
+    for a, b in zip(found["1"], found["0"]):
+        assert np.array_equal(a, b)
+
+
+def _tiny():
+    vocab = Vocabulary([b"a", b"ab", b"abc", b"b", b"ba", None], eos_ids=[5])
+    sm = structgen.compile_grammar('start: ("ab" | "b")+', vocab).matcher().machine
+    return vocab, sm
+
+
+def test_a_failing_step_is_an_error_not_a_crash():
+    vocab, sm = _tiny()
+    rows = SetRows(sm, escaping=False)
+
+    def fill(k, b):
+        raise RuntimeError("no step")
+
+    rows.fill = fill  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="no step"):
+        walk_index(vocab.index, rows, sm.initial())
+
+
+def test_a_row_of_the_wrong_shape_is_refused():
+    vocab, sm = _tiny()
+    rows = SetRows(sm, escaping=False)
+    rows.number(sm.initial())
+    rows.rows[0] = bytearray(10)
+    with pytest.raises(ValueError, match="512 int32"):
+        walk_index(vocab.index, rows, sm.initial())
+
+
+def test_escapes_outside_the_index_are_refused():
+    vocab, _ = _tiny()
+    allowed = np.zeros((1, 32), np.uint8)
+    for bad in ([[99, 1, 0]], [[0, 0, 0]], [[0, 1, 5]], [[1, 1, 0]]):  # key, depth, code out of range
+        with pytest.raises(ValueError, match="outside the index"):
+            crossing_keys(vocab.index, np.array(bad, np.int64), allowed)
+
+
+def test_the_tiny_walk_by_hand():
+    vocab, sm = _tiny()
+    keys, escapes = walk_index(vocab.index, SetRows(sm, escaping=False), sm.initial())
+    # "ab", "abc"? no: only whole repetitions of "ab" and "b", so a, ab, b, ba (a prefix of "bab")
+    assert [vocab.index.keys[i] for i in keys.tolist()] == [b"a", b"ab", b"b", b"ba"]
+    assert escapes.shape == (0, 3)
