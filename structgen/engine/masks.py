@@ -53,6 +53,7 @@ from typing import Callable
 
 import numpy as np
 
+from structgen.core.depth import recursion_room
 from structgen.engine.disk_cache import cache_dir, code_digest, disk_cache_enabled
 from structgen.engine.sealed import read_sealed, write_sealed
 from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet
@@ -226,6 +227,9 @@ class MaskBuilder:
         self._stack_masks: dict[int, np.ndarray] = {}
         self._set_masks: dict[StackSet, np.ndarray] = {}
         self._hits: dict[tuple[int, StackSet], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._key_lists: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}
+        self._reads_memo: dict[tuple[int, int], frozenset[int]] = {}
+        self._iso_reads: dict[tuple[int, int], tuple[list[int], list[tuple[int, int]]]] = {}
         self._facts: dict[tuple, _StateFacts] = {}  # what this grammar uses (the shared cache may forget)
         self._empty = np.zeros(vocab.words, dtype=np.uint32)
         self._token_reach: int | None = None
@@ -346,14 +350,81 @@ class MaskBuilder:
 
     def _crossing_hits(self, rems: _Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(token ids, item counts, offsets) of the crossing tokens the stack below accepts."""
-        below = self.sm.closure(parent)
-        key = (id(rems), below)  # rems stays alive: the builder's facts memo holds it
+        key = (id(rems), parent)  # rems stays alive: the builder's facts memo holds it
         got = self._hits.get(key)
         if got is None:
-            hits = walk_keys(rems.keys, below, self.sm.step_set, self.sm.next_bytes) if rems.keys else []
+            hits: list[int] = []
+            if rems.keys:
+                with recursion_room():  # a rest may cross as many frames as the stack is deep
+                    hits = sorted(self._reads(self._key_list(rems.keys), parent))
             arr = rems.rows(hits)
             got = (arr[:, 0], arr[:, 1], arr[:, 2])
             self._hits[key] = got
+        return got
+
+    # ---------------------------------------------------------------- remainders, frame by frame
+
+    def _key_list(self, keys: "list[bytes] | tuple[bytes, ...]") -> tuple[bytes, ...]:
+        """The one tuple of these sorted distinct keys (memos below are keyed by its identity)."""
+        t = tuple(keys)
+        return self._key_lists.setdefault(t, t)
+
+    def _reads(self, keys: tuple[bytes, ...], sid: int) -> frozenset[int]:
+        """Indices of the sorted distinct ``keys`` that the closure of stack ``sid`` reads whole.
+
+        Frame by frame, never building the closure of ``sid`` itself: the keys read by the
+        closure of the *isolated* top frame (its calls pushed, its parent an escape), which
+        depends on the frame only, and the rests of those that return from it, read (again
+        this way) by the parent. So a remainder such as ``"};"`` costs one walk per frame, however
+        deep the stacks it is read on (nested blocks, nested arrays).
+        """
+        memo = (id(keys), sid)  # keys stays alive: _key_lists holds it
+        got = self._reads_memo.get(memo)
+        if got is not None:
+            return got
+        sm = self.sm
+        rule_i, state, parent = sm.frames[sid] if sid > ESCAPE else (-1, None, -1)
+        out: set[int] = set()
+        if rule_i == GUARD and parent > ESCAPE:  # what the stack below reads, no forbidden first byte
+            out.update(k for k in self._reads(keys, parent) if not keys[k] or keys[k][0] not in state)  # type: ignore[operator]
+        elif rule_i >= 0:
+            inside, crossing = self._isolated_reads(keys, sid)
+            out.update(inside)
+            if crossing:
+                rest = self._key_list(sorted({keys[k][d:] for k, d in crossing}))
+                read = {rest[j] for j in self._reads(rest, parent)}
+                out.update(k for k, d in crossing if keys[k][d:] in read)
+        elif sid == ACCEPT and keys and not keys[0]:  # the end: the empty key only
+            out.add(0)
+        got = self._reads_memo[memo] = frozenset(out)
+        return got
+
+    def _isolated_reads(self, keys: tuple[bytes, ...], sid: int) -> tuple[list[int], list[tuple[int, int]]]:
+        """``(inside, crossing)`` of ``keys`` from the closure of stack ``sid``'s isolated top frame:
+        the keys read without returning from it, and ``(key, offset)`` where a key may return
+        and go on with its rest (a byte that may follow the rule, or nothing)."""
+        sm = self.sm
+        iso = sm.isolated(sid)
+        memo = (id(keys), iso)
+        got = self._iso_reads.get(memo)
+        if got is not None:
+            return got
+        follow = sm.automaton.follow[sm.frames[sid][0]]
+        crossing: list[tuple[int, int]] = []
+
+        def on_escape(i: int, d: int, forbidden: frozenset[int]) -> None:
+            hi = prefix_range_end(keys, keys[i][:d], i + 1, len(keys)) if d else len(keys)  # type: ignore[arg-type]
+            for j in range(i, hi):
+                if len(keys[j]) == d or (keys[j][d] in follow and keys[j][d] not in forbidden):
+                    crossing.append((j, d))
+
+        start = sm.closure(iso)
+        found = [x for x in start if x in sm.escapes]  # the frame may return before any byte
+        for x in found:
+            on_escape(0, 0, sm.escapes[x])
+        inside = walk_keys(keys, start - set(found), sm.step_set, sm.next_bytes,  # type: ignore[arg-type]
+                           on_escape=on_escape, escapes=sm.escapes)
+        got = self._iso_reads[memo] = (inside, sorted(set(crossing)))
         return got
 
     # ---------------------------------------------------------------- shared facts
