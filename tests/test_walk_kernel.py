@@ -1,4 +1,4 @@
-"""The compiled trie walk (structgen/engine/_walk.c) against the Python walk it replaces.
+"""The compiled trie walk (structgen/engine/compiled_walk.c) against the Python walk it replaces.
 
 The compiled walk must return the same keys as :func:`structgen.engine.masks.walk_keys` from
 every state, report the same escapes, and so give the same masks; the oracle tests
@@ -14,10 +14,9 @@ import pytest
 
 import structgen
 from sql_data import pairs
-from structgen.engine import walk_kernel
 from structgen.engine.masks import walk_keys
 from structgen.engine.vocab import Vocabulary, vocabulary_for
-from structgen.engine.walk_kernel import SetRows, crossing_keys, kernel_available, walk_index
+from structgen.engine.walk_kernel import SetRows, crossing_keys, kernel_available, kernel_built, walk_index
 
 C_LIKE = r'''
 start: func+
@@ -41,7 +40,7 @@ JSON_TEXT = '{"name": "Ada", "tags": ["x", {"k": [1, 2.5e-3]}], "ok": true}'
 
 def test_the_kernel_is_built():
     # `make setup` builds it (pip, from pyproject's ext-modules); without it every mask is slower
-    assert walk_kernel._kernel is not None, "structgen/engine/_walk.c was not built: run make setup"
+    assert kernel_built(), "structgen/engine/compiled_walk.c was not built: run make setup"
     assert kernel_available()
 
 

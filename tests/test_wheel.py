@@ -241,8 +241,8 @@ def test_the_wheel_holds_every_module_and_grammar_file(wheel):
     want = {w for w in want if "__pycache__" not in w}
     assert {"structgen/grammars/sqlite.lark", "structgen/grammars/common.lark"} <= want
     assert want - names == set()
-    # the compiled trie walk, built from structgen/engine/_walk.c by the wheel's build
-    assert any(n.startswith("structgen/engine/_walk.") and n.endswith((".so", ".pyd")) for n in names)
+    # the compiled trie walk, built from structgen/engine/compiled_walk.c by the wheel's build
+    assert any(n.startswith("structgen/engine/compiled_walk.") and n.endswith((".so", ".pyd")) for n in names)
 
 
 def test_the_installed_wheel_uses_the_compiled_walk(report):

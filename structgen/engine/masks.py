@@ -9,7 +9,12 @@ cache, made exact here):
   the same rule (a JSON string body, a number, whitespace) on the same vocabulary;
 * **crossing** tokens return from the rule part-way through (``",`` ``"}`` ``]}``): the isolated
   walk records their *remainders* (the bytes after the return point), and only those few
-  remainders are walked against the real stack below.
+  remainders are read by the real stack below, frame by frame: each frame reads them through
+  the closure of its isolated self (memoized per frame) and hands what returns from it on to
+  its parent, so nesting depth adds memo lookups, not walks.
+
+The walk from a rule state runs compiled where the extension is built
+(:mod:`structgen.engine.walk_kernel`).
 
 The walk prunes a whole subtree of the token trie at the first byte no stack can read, and only
 records a crossing where the next byte can follow the rule at all (its ``follow`` set), so the

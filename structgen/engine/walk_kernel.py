@@ -6,7 +6,7 @@ memo lookups, reporting an escape), and a cold parse state of a SQL or C-like gr
 10^5 nodes, most of them under identifier-like tokens, where almost every node is a place the
 rule may end (an escape). That loop is what made cold masks cost hundreds of milliseconds.
 
-The compiled walk (``_walk.c``, built by pip at install with the machine's C compiler) does not
+The compiled walk (``compiled_walk.c``, built by pip at install with the machine's C compiler) does not
 step the grammar itself. Stack sets are numbered here (:class:`SetRows`), and each number has a
 row: for every byte, the number of the set after it and the code of the escape markers it
 reached. An entry is filled, by Python, the first time a walk needs it, so the grammar is only
@@ -38,24 +38,28 @@ from structgen.engine.pda import StackMachine, StackSet
 from structgen.engine.vocab import TokenIndex
 
 try:
-    from structgen.engine import _walk as _kernel  # type: ignore[attr-defined]
+    from structgen.engine import compiled_walk as _kernel  # type: ignore[attr-defined]
 except ImportError:  # not built: no C compiler at install
     _kernel = None
 
-__all__ = ["SetRows", "kernel_available", "walk_index", "crossing_keys"]
+__all__ = ["SetRows", "kernel_built", "kernel_available", "walk_index", "crossing_keys"]
 
-#: The ``_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left from
+#: The ``compiled_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left from
 #: another version is not used.
 KERNEL_VERSION = 2
 
-_DEAD, _UNKNOWN = -1, -2  # row entries as _walk.c reads them
+_DEAD, _UNKNOWN = -1, -2  # row entries as compiled_walk.c reads them
 _DEAD_ROW = array("i", [_DEAD] * 256 + [0] * 256)
+
+
+def kernel_built() -> bool:
+    """Whether the compiled walk was built at install (and is the version this module speaks to)."""
+    return _kernel is not None and getattr(_kernel, "VERSION", None) == KERNEL_VERSION
 
 
 def kernel_available() -> bool:
     """Whether the compiled walk is built and switched on (``STRUCTGEN_WALK_KERNEL=0`` turns it off)."""
-    return (_kernel is not None and getattr(_kernel, "VERSION", None) == KERNEL_VERSION
-            and os.environ.get("STRUCTGEN_WALK_KERNEL", "1") != "0")
+    return kernel_built() and os.environ.get("STRUCTGEN_WALK_KERNEL", "1") != "0"
 
 
 class SetRows:

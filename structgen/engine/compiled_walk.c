@@ -278,9 +278,9 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_walk", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "compiled_walk", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__walk(void) {
+PyMODINIT_FUNC PyInit_compiled_walk(void) {
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "VERSION", KERNEL_VERSION) < 0) {
         Py_DECREF(m);
