@@ -231,7 +231,7 @@ class MaskBuilder:
         self.index: TokenIndex = vocab.index
         self._stack_masks: dict[int, np.ndarray] = {}
         self._set_masks: dict[StackSet, np.ndarray] = {}
-        self._hits: dict[tuple[int, StackSet], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._hits: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._key_lists: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}
         self._reads_memo: dict[tuple[int, int], frozenset[int]] = {}
         self._iso_reads: dict[tuple[int, int], tuple[list[int], list[tuple[int, int]]]] = {}

