@@ -6,13 +6,14 @@ memo lookups, reporting an escape), and a cold parse state of a SQL or C-like gr
 10^5 nodes, most of them under identifier-like tokens, where almost every node is a place the
 rule may end (an escape). That loop is what made cold masks cost hundreds of milliseconds.
 
-The compiled walk (``compiled_walk.c``, built by pip at install with the machine's C compiler) does not
-step the grammar itself. Stack sets are numbered here (:class:`SetRows`), and each number has a
-row: for every byte, the number of the set after it and the code of the escape markers it
-reached. An entry is filled, by Python, the first time a walk needs it, so the grammar is only
-ever stepped where a walk goes, and each step once per grammar. The kernel returns the
-same keys and escapes as :func:`structgen.engine.masks.walk_keys`; where the extension is not
-built (no compiler) or ``STRUCTGEN_WALK_KERNEL=0``, that Python walk runs instead.
+The compiled walk (``compiled_walk.c``, built by pip at install with the machine's C compiler)
+does not step the grammar itself. Stack sets are numbered here (:class:`SetRows`), and each
+number has a row: for every byte, the number of the set after it and the code of the escape
+markers it reached. An entry is filled, by Python, the first time a walk needs it, so the
+grammar is only ever stepped where a walk goes, and each step once per grammar. The kernel
+returns the same keys and escapes as :func:`structgen.engine.masks.walk_keys`; where the
+extension is not built (no compiler) or ``STRUCTGEN_WALK_KERNEL=0``, that Python walk runs
+instead.
 
 Example
 -------
@@ -47,8 +48,8 @@ except ImportError:  # not built: no C compiler at install
 
 __all__ = ["SetRows", "kernel_built", "kernel_available", "walk_index", "crossing_keys"]
 
-#: The ``compiled_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left from
-#: another version is not used.
+#: The ``compiled_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left
+#: from another version is not used.
 KERNEL_VERSION = 2
 
 _DEAD, _UNKNOWN = -1, -2  # row entries as compiled_walk.c reads them
@@ -134,8 +135,7 @@ def walk_index(index: TokenIndex, rows: SetRows, start: StackSet) -> tuple[np.nd
     """``(keys, escapes)``: the numbers of the index keys fully readable from ``start``, and the
     escapes met on the way as rows ``(first key under the node, depth, marker code)``, the code
     negated where the walk went on below the node (a key ending there is among ``keys``)."""
-    if not kernel_built():
-        raise RuntimeError("structgen's compiled walk (structgen/engine/compiled_walk.c) is not built")
+    _require_kernel()
     if not index.keys:
         return np.zeros(0, np.int64), np.zeros((0, 3), np.int64)
     inside, events = _kernel.walk(*index.tables(), rows.number(start), rows.rows, rows.fill,
@@ -148,8 +148,14 @@ def crossing_keys(index: TokenIndex, escapes: np.ndarray, allowed: np.ndarray) -
     ``keys[i][:d]`` (unless ``code < 0``: it is inside) and every key under a child whose byte is
     in ``allowed[abs(code)]`` (a ``(codes, 32)`` uint8 bit table): the tokens that may go on past
     the rule's end there."""
+    _require_kernel()
     if not escapes.size:
         return np.zeros((0, 2), np.int64)
     out = _kernel.crossings(*index.tables(), np.ascontiguousarray(escapes, dtype=np.int64),
                             np.ascontiguousarray(allowed, dtype=np.uint8))
     return np.frombuffer(out, dtype=np.int64).reshape(-1, 2)
+
+
+def _require_kernel() -> None:
+    if not kernel_built():
+        raise RuntimeError("structgen's compiled walk (structgen/engine/compiled_walk.c) is not built")
