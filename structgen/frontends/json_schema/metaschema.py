@@ -125,7 +125,7 @@ def _checker(cls: type) -> Any:
         if cls is Draft202012Validator:
             try:
                 meta = _flat_2020_12()
-            except (RuntimeError, KeyError, LookupError):  # a later layout: the original, slower, is as right
+            except (RuntimeError, LookupError):  # a later layout: the original, slower, is as right
                 pass
         _CHECKERS[cls] = got = cls(meta)
     return got
