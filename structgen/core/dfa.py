@@ -28,7 +28,7 @@ from structgen.core.ir import ByteClass, Expr, Fsm
 from structgen.errors import CompileError
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
-           "grouped", "minimize", "minimize_rows", "product", "trim", "trim_rows", "ungrouped"]
+           "grouped", "minimize", "minimize_rows", "product_rows", "trim", "trim_rows", "ungrouped"]
 
 #: Explored automata above this many states raise CompileError instead of exhausting memory.
 DEFAULT_STATE_LIMIT = 50_000
@@ -104,20 +104,22 @@ def _explored(start: Any, step: Callable[[Any], Any], limit: int, what: str,
     return rows, order
 
 
-def product(a: Dfa, b: Dfa, limit: int, what: str) -> Dfa:
-    """The intersection automaton of ``a`` and ``b`` (untrimmed), explored under the budget."""
-    (ta, aa), (tb, ab) = a, b
+def product_rows(a: tuple[Rows, list[bool]], b: Dfa, limit: int, what: str) -> tuple[Rows, list[bool]]:
+    """:func:`product` of grouped rows ``a`` and the DFA ``b``, as grouped rows (untrimmed)."""
+    (ra, aa), (tb, ab) = a, b
+    rb = grouped(tb)
 
     def step(state: tuple[int, int]):
         p, q = state
-        rb = tb[q]
-        for byte, p2 in ta[p].items():
-            q2 = rb.get(byte)
-            if q2 is not None:
-                yield byte, (p2, q2)
+        row_b = rb[q]
+        for bs, p2 in ra[p]:
+            for bs_b, q2 in row_b:
+                both = bs & bs_b
+                if both:
+                    yield both, (p2, q2)
 
-    trans, order = explore((0, 0), step, limit, what)
-    return trans, [aa[p] and ab[q] for p, q in order]
+    rows, order = explore_rows((0, 0), step, limit, what)
+    return rows, [aa[p] and ab[q] for p, q in order]
 
 
 def trim(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from structgen.core.dfa import (DEFAULT_STATE_LIMIT, as_fsm, dfa_of, explore, minimize, product,
-                                trim)
+from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows,
+                                grouped, minimize, minimize_rows, product_rows, trim, trim_rows)
 from structgen.core.ir import Expr, Fsm
 
 __all__ = ["to_fsm", "intersect", "difference", "shortest_matches", "matches", "state_count", "length_range",
@@ -46,11 +46,14 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
     exceed ``limit`` states.
     """
     trans, accept = dfa_of(exprs[0])
+    rows = grouped(trans)
     for e in exprs[1:]:
-        trans, accept = trim(*product((trans, accept), dfa_of(e), limit, what))
-        if len(trans) <= MINIMIZE_UP_TO:
-            trans, accept = minimize(trans, accept)
-    return as_fsm(trans, accept)
+        rows, accept = _minimal(*trim_rows(*product_rows((rows, accept), dfa_of(e), limit, what)))
+    return fsm_of_rows(rows, accept)
+
+
+def _minimal(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
+    return minimize_rows(rows, accept) if len(rows) <= MINIMIZE_UP_TO else (rows, accept)
 
 
 def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DEFAULT_STATE_LIMIT,
@@ -70,25 +73,28 @@ def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DE
     [False, True, True, False, False]
     """
     (ta, aa), (tc, ac) = dfa_of(e), dfa_of(char)
+    ra, rc = grouped(ta), grouped(tc)  # byte sets per target: a step never visits single bytes
     cap = hi if hi is not None else lo  # without an upper bound, counts past lo behave alike
 
     def step(state: tuple[int, int, int]):
         p, c, n = state
-        for byte, p2 in ta[p].items():
-            c2 = tc[c].get(byte)
-            if c2 is None:
-                continue
-            n2 = n
-            if ac[c2]:  # a character complete: count it, start the next
-                c2, n2 = 0, min(n + 1, cap) if hi is None else n + 1
-                if hi is not None and n2 > hi:
+        row_c = rc[c]
+        for bs, p2 in ra[p]:
+            for bs_c, c2 in row_c:
+                both = bs & bs_c
+                if not both:
                     continue
-            yield byte, (p2, c2, n2)
+                n2 = n
+                if ac[c2]:  # a character complete: count it, start the next
+                    c2, n2 = 0, min(n + 1, cap) if hi is None else n + 1
+                    if hi is not None and n2 > hi:
+                        continue
+                yield both, (p2, c2, n2)
 
-    trans, order = explore((0, 0, 0), step, limit, what)
+    rows, order = explore_rows((0, 0, 0), step, limit, what)
     # Not minimized: the counts are distinct states anyway (exactness needs them), and Moore
     # refinement takes one pass per count to find that out.
-    return as_fsm(*trim(trans, [aa[p] and c == 0 and n >= lo for p, c, n in order]))
+    return fsm_of_rows(*trim_rows(rows, [aa[p] and c == 0 and n >= lo for p, c, n in order]))
 
 
 def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str = "difference") -> Fsm:
@@ -100,18 +106,32 @@ def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str 
     [False, False, True, True, True]
     """
     (ta, aa), (tb, ab) = dfa_of(a), dfa_of(b)
+    # Byte sets per target (an object's "any other key" is a JSON string, ~250 bytes a row,
+    # against a trie of a few hundred defined keys: a step per byte was 10^6 steps).
+    ra, rb = grouped(ta), grouped(tb)
+    b_reads = [frozenset(row) for row in tb]
 
     def step(state: tuple[int, int]):
         p, q = state  # q == -1: b can no longer match
-        for byte, p2 in ta[p].items():
-            yield byte, (p2, tb[q].get(byte, -1) if q >= 0 else -1)
+        if q < 0:
+            for bs, p2 in ra[p]:
+                yield bs, (p2, -1)
+            return
+        for bs, p2 in ra[p]:
+            for bs_b, q2 in rb[q]:
+                both = bs & bs_b
+                if both:
+                    yield both, (p2, q2)
+            rest = bs - b_reads[q]
+            if rest:
+                yield rest, (p2, -1)
 
-    trans, order = explore((0, 0), step, limit, what)
-    accept = [aa[p] and not (q >= 0 and ab[q]) for p, q in order]
-    trans, accept = trim(trans, accept)
-    if len(trans) <= MINIMIZE_UP_TO:
-        trans, accept = minimize(trans, accept)
-    return as_fsm(trans, accept)
+    rows, order = explore_rows((0, 0), step, limit, what)
+    return _trimmed_minimal(rows, [aa[p] and not (q >= 0 and ab[q]) for p, q in order])
+
+
+def _trimmed_minimal(rows: Rows, accept: list[bool]) -> Fsm:
+    return fsm_of_rows(*_minimal(*trim_rows(rows, accept)))
 
 
 def shortest_matches(e: Expr) -> Fsm:

@@ -114,12 +114,13 @@ class Slots:
         hit = self._plans.get(key)
         if hit is not None:
             return hit
-        free = [s for s in range(self.n) if not written >> s & 1]
         top_extra = float("inf") if self.extra_plain else 0
-        if got == self.full:  # nothing to cover: the required slots, then anything
+        if got == self.full:  # nothing to cover: the required slots, then anything (no list of
+            # free slots: an object of 100+ properties asks this for every key it could add)
             fewest = bin(self.required & ~written).count("1")
-            plan = [(fewest, len(free) + top_extra)]
+            plan = [(fewest, self.n - bin(written & self.all).count("1") + top_extra)]
         else:
+            free = [s for s in range(self.n) if not written >> s & 1]
             # fewest items, per bits got, over the free slots (required ones must be written)
             best: dict[int, int] = {got: 0}
             for s in free:
