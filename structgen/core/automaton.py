@@ -23,7 +23,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from structgen.core.budget import affordable, charge
-from structgen.core.liveness import blame, live_states, productive
+from structgen.core.liveness import blame, liveness
 from structgen.errors import CompileError, EmptyLanguageError
 from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Unordered, alt, seq
 from structgen.core.unordered import Slots
@@ -403,14 +403,13 @@ def _sep_calls(e: Expr):
 def _prune_dead(rules: list[RuleAutomaton], start: int) -> list[RuleAutomaton]:
     """Refuse a grammar that matches nothing; drop the calls and states that cannot lead to a
     complete match (:mod:`structgen.core.liveness`), so no mask lets a sequence into them."""
-    alive = productive(rules)
+    alive, live_per_rule = liveness(rules)
     if not alive[start]:
         culprit = rules[blame(rules, alive, start)].name
         raise EmptyLanguageError(f"rule '{culprit}' matches nothing, so the grammar matches nothing",
                                  rule=culprit)
     out = []
-    for r in rules:
-        live = live_states(r, alive)
+    for r, live in zip(rules, live_per_rule):
         if all(live) and all(alive[c] for qc in r.calls for c, _ in qc):
             out.append(r)
             continue

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["productive", "live_states", "blame"]
+__all__ = ["productive", "live_states", "liveness", "blame"]
 
 
 def live_states(rule: Any, alive: Sequence[bool]) -> list[bool]:
@@ -50,6 +50,12 @@ def live_states(rule: Any, alive: Sequence[bool]) -> list[bool]:
 
 
 def _matches(rule: Any, alive: Sequence[bool]) -> bool:
+    return _matches_given(rule, alive, None)
+
+
+def _matches_given(rule: Any, alive: Sequence[bool], live: "list[bool] | None") -> bool:
+    """Whether ``rule`` matches given ``alive``; ``live``: its live states given ``alive`` (else
+    computed)."""
     if rule.counted and rule.min == 0:
         return True  # no item at all is a match
     unordered = getattr(rule, "unordered", None)
@@ -58,30 +64,78 @@ def _matches(rule: Any, alive: Sequence[bool]) -> bool:
         can = {slots.slots[k] for callee, ks in unordered.item_of.items() if alive[callee] for k in ks}
         if any(slots.required >> s & 1 and s not in can for s in range(slots.n)):
             return False
-    return live_states(rule, alive)[0]
+    return (live if live is not None else live_states(rule, alive))[0]
+
+
+def liveness(rules: Sequence[Any]) -> tuple[list[bool], list[list[bool]]]:
+    """``(productive, live)``: per rule, whether it matches some string (least fixpoint: a rule
+    that can only match by calling itself, directly or through others, matches nothing), and
+    its :func:`live_states` given those.
+
+    One backward search per rule, resumed where a callee turns out to match (its call edges
+    open then), so every edge is crossed once: re-running :func:`live_states` on each caller
+    whenever one of its callees became productive cost seconds on schemas of 7,000 rules.
+
+    >>> from types import SimpleNamespace as R
+    >>> ok = R(trans=[{97: 1}, {}], calls=[(), ()], accept=[False, True], counted=False, min=0)
+    >>> wrap = R(trans=[{}, {}], calls=[((0, 1), (1, 1)), ()], accept=[False, True], counted=False, min=0)
+    >>> liveness([ok, wrap])
+    ([True, True], [[True, True], [True, True]])
+    """
+    n = len(rules)
+    alive = [False] * n
+    live = [[bool(a) for a in r.accept] for r in rules]
+    back: list[list[list[int]]] = []
+    back_calls: list[list[list[tuple[int, int]]]] = []  # per rule, per state: (caller state, callee)
+    waiting: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]  # per callee: (rule, from, to)
+    for i, r in enumerate(rules):
+        b: list[list[int]] = [[] for _ in r.trans]
+        bc: list[list[tuple[int, int]]] = [[] for _ in r.trans]
+        for q, row in enumerate(r.trans):
+            for t in set(row.values()):  # a row has up to 256 bytes, most to one or two targets
+                b[t].append(q)
+            for callee, t in r.calls[q]:
+                bc[t].append((q, callee))
+                waiting[callee].append((i, q, t))
+        back.append(b)
+        back_calls.append(bc)
+    turned: list[int] = []  # rules found productive, whose callers' edges are still closed
+
+    def spread(i: int, todo: list[int]) -> None:
+        """Mark live what reaches the live states ``todo`` of rule ``i`` (already marked)."""
+        mine, b, bc = live[i], back[i], back_calls[i]
+        while todo:
+            t = todo.pop()
+            for p in b[t]:
+                if not mine[p]:
+                    mine[p] = True
+                    todo.append(p)
+            for p, callee in bc[t]:
+                if alive[callee] and not mine[p]:
+                    mine[p] = True
+                    todo.append(p)
+
+    def check(i: int) -> None:
+        if not alive[i] and _matches_given(rules[i], alive, live[i]):
+            alive[i] = True
+            turned.append(i)
+
+    for i in range(n):
+        spread(i, [q for q, ok in enumerate(live[i]) if ok])
+        check(i)
+    while turned:
+        c = turned.pop()
+        for i, q, t in waiting[c]:
+            if live[i][t] and not live[i][q]:
+                live[i][q] = True
+                spread(i, [q])
+            check(i)
+    return alive, live
 
 
 def productive(rules: Sequence[Any]) -> list[bool]:
-    """Per rule, whether it matches some string (least fixpoint: a rule that can only match by
-    calling itself, directly or through others, matches nothing)."""
-    alive = [False] * len(rules)
-    callers: list[set[int]] = [set() for _ in rules]
-    for i, r in enumerate(rules):
-        for state_calls in r.calls:
-            for callee, _ in state_calls:
-                callers[callee].add(i)
-    todo = list(range(len(rules)))
-    queued = [True] * len(rules)
-    while todo:
-        i = todo.pop()
-        queued[i] = False
-        if not alive[i] and _matches(rules[i], alive):
-            alive[i] = True
-            for caller in callers[i]:
-                if not alive[caller] and not queued[caller]:
-                    queued[caller] = True
-                    todo.append(caller)
-    return alive
+    """Per rule, whether it matches some string (see :func:`liveness`)."""
+    return liveness(rules)[0]
 
 
 def blame(rules: Sequence[Any], alive: Sequence[bool], start: int) -> int:
