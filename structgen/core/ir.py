@@ -370,16 +370,23 @@ def substitute(e: Expr, replace: "Callable[[str], Expr | None]") -> Expr:
 
 
 def nodes(e: Expr):
-    """``e`` and every expression inside it, depth first."""
-    yield e
-    if isinstance(e, (Seq, Alt)):
-        for x in e.items:
-            yield from nodes(x)
-    elif isinstance(e, (Repeat, Counted)):
-        yield from nodes(e.item)
-    elif isinstance(e, Unordered):
-        yield from e.items
-        yield from nodes(e.sep)
+    """``e`` and every expression inside it, depth first (an unordered rule's items, which are
+    calls, before its separator).
+
+    >>> [str(x) for x in nodes(Seq((Ref("a"), Alt((Lit(b"x"), Ref("b"))))))]
+    ['a ("x" | b)', 'a', '"x" | b', '"x"', 'b']
+    """
+    todo = [e]  # a stack, not nested generators: every schema compile walks all its IR
+    while todo:
+        e = todo.pop()
+        yield e
+        if isinstance(e, (Seq, Alt)):
+            todo.extend(reversed(e.items))
+        elif isinstance(e, (Repeat, Counted)):
+            todo.append(e.item)
+        elif isinstance(e, Unordered):
+            todo.append(e.sep)
+            todo.extend(reversed(e.items))
 
 
 def _paren(e: Expr) -> str:
