@@ -105,7 +105,8 @@ def _explored(start: Any, step: Callable[[Any], Any], limit: int, what: str,
 
 
 def product_rows(a: tuple[Rows, list[bool]], b: Dfa, limit: int, what: str) -> tuple[Rows, list[bool]]:
-    """:func:`product` of grouped rows ``a`` and the DFA ``b``, as grouped rows (untrimmed)."""
+    """The intersection automaton of grouped rows ``a`` and the DFA ``b``, as grouped rows
+    (untrimmed), explored under the budget; a step pairs byte sets, never single bytes."""
     (ra, aa), (tb, ab) = a, b
     rb = grouped(tb)
 

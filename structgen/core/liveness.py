@@ -73,8 +73,9 @@ def liveness(rules: Sequence[Any]) -> tuple[list[bool], list[list[bool]]]:
     its :func:`live_states` given those.
 
     One backward search per rule, resumed where a callee turns out to match (its call edges
-    open then), so every edge is crossed once: re-running :func:`live_states` on each caller
-    whenever one of its callees became productive cost seconds on schemas of 7,000 rules.
+    open then), so every edge is crossed once. (Re-running :func:`live_states` on a caller each
+    time one of its callees turned out productive, then once more per rule to prune, was about
+    a seventh of the compile of a 7,000-rule schema, profiled.)
 
     >>> from types import SimpleNamespace as R
     >>> ok = R(trans=[{97: 1}, {}], calls=[(), ()], accept=[False, True], counted=False, min=0)

@@ -53,6 +53,7 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
 
 
 def _minimal(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
+    """Minimized, unless too large for Moore refinement in Python (then only trimmed)."""
     return minimize_rows(rows, accept) if len(rows) <= MINIMIZE_UP_TO else (rows, accept)
 
 
@@ -127,11 +128,7 @@ def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str 
                 yield rest, (p2, -1)
 
     rows, order = explore_rows((0, 0), step, limit, what)
-    return _trimmed_minimal(rows, [aa[p] and not (q >= 0 and ab[q]) for p, q in order])
-
-
-def _trimmed_minimal(rows: Rows, accept: list[bool]) -> Fsm:
-    return fsm_of_rows(*_minimal(*trim_rows(rows, accept)))
+    return fsm_of_rows(*_minimal(*trim_rows(rows, [aa[p] and not (q >= 0 and ab[q]) for p, q in order])))
 
 
 def shortest_matches(e: Expr) -> Fsm:
