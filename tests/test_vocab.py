@@ -62,6 +62,22 @@ def test_vocabulary_is_cached_per_tokenizer_and_pickles(smollm2_tokenizer):
     assert again.fingerprint == vocab.fingerprint and again.tokens == vocab.tokens
 
 
+@pytest.mark.parametrize("family", ["smollm2", "gemma"])
+def test_token_index_common_prefixes_are_exact(family, request):
+    """The vectorised common-prefix table against a byte-by-byte count on each real vocabulary
+    (Gemma's 262k tokens include byte-fallback and long whitespace runs)."""
+    index = TokenIndex(Vocabulary.from_tokenizer(request.getfixturevalue(f"{family}_tokenizer")).tokens)
+    keys = index.keys
+
+    def common(a: bytes, b: bytes) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+    assert index.lcp == [0] + [common(keys[i - 1], keys[i]) for i in range(1, len(keys))]
+    assert max(index.lcp) >= 8  # long shared prefixes are in the data, not only short ones
+
+
 def test_token_index_prefix_skips():
     index = TokenIndex([b"a", b"ab", b"abc", b"b", None, b"ab"])
     assert index.keys == [b"a", b"ab", b"abc", b"b"]

@@ -20,23 +20,21 @@ Example
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import json
 import pickle
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from structgen.core.automaton import GrammarAutomaton
 from structgen.core.ir import Grammar
+from structgen.engine.collector import gc_paused
 from structgen.engine.disk_cache import cache_dir, code_digest
 from structgen.engine.sealed import read_sealed, restricted_loads, write_sealed
 from structgen.version import __version__
 
-__all__ = ["CACHE_FORMAT", "ENTRY_CLASSES", "entry_key", "entry_path", "gc_paused", "load_entry",
+__all__ = ["CACHE_FORMAT", "ENTRY_CLASSES", "entry_key", "entry_path", "load_entry",
            "store_entry"]
 
 #: Layout of a compile-cache entry; bump it when the entry's header or payload changes.
@@ -57,24 +55,6 @@ ENTRY_CLASSES: dict[str, frozenset[str]] = {
     "structgen.frontends.json_schema.lowering": frozenset({"Relaxed"}),
     "builtins": frozenset({"set", "frozenset", "list", "dict", "tuple", "bytearray"}),
 }
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic collector off for the duration.
-
-    Compiling (or unpickling) a large schema allocates 10^5-10^6 objects, which sets off full
-    collections over the whole heap, transformers and the vocabulary included: measured on the
-    largest Github_ultra schemas, 2-4x the compile time. What compiling drops is freed by
-    reference counting; the collector runs again afterwards.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def plain_json(value: Any) -> bool:

@@ -26,7 +26,8 @@ from typing import Any, Literal
 from structgen.core.budget import DEFAULT_COMPILE_BUDGET, compile_budget, name_of
 from structgen.core.depth import recursion_room
 from structgen.core.ir import Grammar
-from structgen.engine.compile_cache import entry_key, entry_path, gc_paused, load_entry, store_entry
+from structgen.engine.collector import gc_paused
+from structgen.engine.compile_cache import entry_key, entry_path, load_entry, store_entry
 from structgen.engine.compiled import CompiledGrammar
 from structgen.engine.disk_cache import DISK_CACHE_ENV as DISK_CACHE_ENV  # named here as before
 from structgen.engine.disk_cache import disk_cache_enabled
