@@ -38,6 +38,7 @@ Example
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -495,20 +496,16 @@ def _rule_places(conv: _Converter) -> Callable[[str], str]:
     Worked out on first use: only a refusal names a rule, and walking every rule's IR took about
     5% of a typical schema's compile."""
     rules = dict(conv.rules)  # as translated (the caller takes the root out next)
-    found: dict[str, str] = {}
-    done = []
 
+    @functools.cache
     def places() -> dict[str, str]:
-        if not done:
-            done.append(True)
-            found.update((name, key if isinstance(key, str) else " & ".join(key))
-                         for key, name in conv.by_pointer.items())
-            todo = list(found)
-            for name in todo:  # breadth first: a helper takes the first schema rule's path
-                for node in nodes(rules.get(name, Seq(()))):
-                    if isinstance(node, Ref) and node.name not in found:
-                        found[node.name] = found[name]
-                        todo.append(node.name)
+        found = {name: key if isinstance(key, str) else " & ".join(key) for key, name in conv.by_pointer.items()}
+        todo = list(found)
+        for name in todo:  # breadth first: a helper takes the first schema rule's path
+            for node in nodes(rules.get(name, Seq(()))):
+                if isinstance(node, Ref) and node.name not in found:
+                    found[node.name] = found[name]
+                    todo.append(node.name)
         return found
 
     def describe(name: str) -> str:
