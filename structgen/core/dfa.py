@@ -104,11 +104,10 @@ def _explored(start: Any, step: Callable[[Any], Any], limit: int, what: str,
     return rows, order
 
 
-def product_rows(a: tuple[Rows, list[bool]], b: Dfa, limit: int, what: str) -> tuple[Rows, list[bool]]:
-    """The intersection automaton of grouped rows ``a`` and the DFA ``b``, as grouped rows
-    (untrimmed), explored under the budget; a step pairs byte sets, never single bytes."""
-    (ra, aa), (tb, ab) = a, b
-    rb = grouped(tb)
+def product_rows(ra: Rows, rb: Rows, limit: int, what: str) -> tuple[Rows, list[tuple[int, int]]]:
+    """The intersection automaton of two grouped automata (untrimmed), explored under the
+    budget: its rows and its states as ``(state of a, state of b)`` pairs in discovery order.
+    A step pairs byte sets, never single bytes."""
 
     def step(state: tuple[int, int]):
         p, q = state
@@ -119,8 +118,7 @@ def product_rows(a: tuple[Rows, list[bool]], b: Dfa, limit: int, what: str) -> t
                 if both:
                     yield both, (p2, q2)
 
-    rows, order = explore_rows((0, 0), step, limit, what)
-    return rows, [aa[p] and ab[q] for p, q in order]
+    return explore_rows((0, 0), step, limit, what)
 
 
 def trim(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:

@@ -48,7 +48,9 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
     trans, accept = dfa_of(exprs[0])
     rows = grouped(trans)
     for e in exprs[1:]:
-        rows, accept = _minimal(*trim_rows(*product_rows((rows, accept), dfa_of(e), limit, what)))
+        tb, ab = dfa_of(e)
+        rows, order = product_rows(rows, grouped(tb), limit, what)
+        rows, accept = _minimal(*trim_rows(rows, [accept[p] and ab[q] for p, q in order]))
     return fsm_of_rows(rows, accept)
 
 

@@ -39,8 +39,8 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 
 from __future__ import annotations
 
-from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, explore_rows, fsm_of_rows,
-                                grouped, minimize, minimize_rows, trim, trim_rows)
+from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, fsm_of_rows,
+                                grouped, minimize, minimize_rows, product_rows, trim, trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -63,19 +63,8 @@ def _token(term: Dfa, union_rows: Rows, union_reads: list[frozenset[int]]) -> di
     terminals reads after the token's text: ``union_reads``). The product with the union is
     explored on rows grouped by target, whose byte classes are few (an identifier's row is one
     or two), so no step visits single bytes."""
-    term_rows = grouped(term[0])
     ta = term[1]
-
-    def step(state):
-        q, u = state
-        urow = union_rows[u]
-        for bs, t in term_rows[q]:
-            for bs2, t2 in urow:
-                both = bs & bs2
-                if both:
-                    yield both, (t, t2)
-
-    rows, order = explore_rows((0, 0), step, DEFAULT_STATE_LIMIT, "a lexer token")
+    rows, order = product_rows(grouped(term[0]), union_rows, DEFAULT_STATE_LIMIT, "a lexer token")
     return _split_by_exit(rows, order, lambda st: [union_reads[st[1]]] if ta[st[0]] else [])
 
 
