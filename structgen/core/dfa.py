@@ -195,28 +195,48 @@ def trim_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
 def minimize_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
     """Moore partition refinement on grouped rows; state 0 stays the start state.
 
-    Byte sets are interned to ids, so an iteration costs the number of groups, not 256 bytes,
-    per state: a length counter needs as many iterations as it counts. Two states whose rows
-    split their bytes differently over equivalent targets may stay apart (the result is then
-    not quite minimal, never wrong).
+    Byte sets are interned to ids, so a signature costs the number of groups, not 256 bytes.
+    Each round re-signs only the states with a successor that changed block in the round
+    before (the others' signatures are unchanged), so a trie or a length counter, whose
+    rounds are as many as its depth, costs about one visit per state and edge, not one per
+    state and round. Two states whose rows split their bytes differently over equivalent
+    targets may stay apart (the result is then not quite minimal, never wrong).
     """
     ids: dict[frozenset[int], int] = {}
     groups = [[(ids.setdefault(bs, len(ids)), t) for bs, t in row] for row in rows]
+    preds: list[list[int]] = [[] for _ in rows]
+    for q, row_groups in enumerate(groups):
+        for _, t in row_groups:
+            preds[t].append(q)
     block = [1 if a else 0 for a in accept]
-    rounds = 0
-    while True:
-        # A chain of n states takes n rounds over n states: a 40,001-state Lark terminal ran for
-        # minutes. Stop when that work (a unit per 8 state visits) cannot fit the budget.
-        rounds += 1
-        affordable(rounds * len(rows) // 8)
-        sigs: dict[tuple, int] = {}
-        new_block = []
-        for q, row_groups in enumerate(groups):
-            sig = (block[q], tuple(sorted((k, block[t]) for k, t in row_groups)))
-            new_block.append(sigs.setdefault(sig, len(sigs)))
-        if len(sigs) == len(set(block)):
-            break
-        block = new_block
+    size = {0: block.count(0), 1: block.count(1)}
+    # Every member of a block has its block's signature, except the states re-signed this round.
+    signature: dict[int, tuple] = {}
+    dirty: "range | set[int]" = range(len(rows))
+    visits = 0
+    while dirty:
+        visits += len(dirty)
+        affordable(visits // 8)  # a unit per 8 state visits: stop a huge refinement early
+        by_block: dict[int, dict[tuple, list[int]]] = {}
+        for q in dirty:
+            sig = tuple(sorted((k, block[t]) for k, t in groups[q]))
+            by_block.setdefault(block[q], {}).setdefault(sig, []).append(q)
+        moved: list[int] = []
+        for b, parts in by_block.items():
+            if sum(map(len, parts.values())) == size[b]:  # all re-signed: the first part keeps b
+                signature[b] = next(iter(parts))
+            kept = signature.get(b)
+            for sig, members in parts.items():
+                if sig == kept:
+                    continue
+                nb = len(size)  # a new block: only where b really splits, so at most n of them
+                size[nb] = len(members)
+                size[b] -= len(members)
+                signature[nb] = sig
+                for q in members:
+                    block[q] = nb
+                moved += members
+        dirty = {p for q in moved for p in preds[q]}
     # renumber so that the start state's block is 0
     order: dict[int, int] = {block[0]: 0}
     for q in range(len(rows)):
