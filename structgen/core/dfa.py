@@ -28,7 +28,8 @@ from structgen.core.ir import ByteClass, Expr, Fsm
 from structgen.errors import CompileError
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
-           "grouped", "minimize", "minimize_rows", "product_rows", "trim", "trim_rows", "ungrouped"]
+           "grouped", "mask_of", "members", "minimize", "minimize_rows", "product_rows", "ranges_of", "trim",
+           "trim_rows", "ungrouped"]
 
 #: Explored automata above this many states raise CompileError instead of exhausting memory.
 DEFAULT_STATE_LIMIT = 50_000
@@ -64,12 +65,12 @@ def explore(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tu
 
 
 def explore_rows(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tuple[Rows, list]:
-    """:func:`explore` for a ``step`` that yields ``(byte set, next state)`` pairs: the DFA as
+    """:func:`explore` for a ``step`` that yields ``(byte mask, next state)`` pairs: the DFA as
     grouped rows (pairs that reach one state merge), so a product of two grouped automata never
     touches single bytes."""
 
-    def row_of(pairs) -> list[tuple[frozenset[int], int]]:
-        by_target: dict[int, frozenset[int]] = {}
+    def row_of(pairs) -> list[tuple[int, int]]:
+        by_target: dict[int, int] = {}
         for bs, t in pairs:
             by_target[t] = by_target[t] | bs if t in by_target else bs
         return [(bs, t) for t, bs in by_target.items()]
@@ -138,39 +139,73 @@ def as_fsm(trans: list[dict[int, int]], accept: list[bool]) -> Fsm:
     return fsm_of_rows(grouped(trans), accept)
 
 
-# A DFA's rows grouped by target: ``rows[q]`` lists ``(bytes, target)``, one pair per target, the
-# byte sets interned. Exploring, trimming and minimizing touch a group per edge instead of a
-# byte: the Lark lexer builds each token's product with the union of all terminals this way.
-Rows = list[list[tuple[frozenset[int], int]]]
+# A DFA's rows grouped by target: ``rows[q]`` lists ``(bytes, target)``, one pair per target,
+# the bytes a 256-bit mask (bit ``b`` set: byte ``b``). Exploring, trimming and minimizing touch
+# a group per edge instead of a byte, and a product's step is an ``&`` of two ints (frozensets
+# cost a hash and an element-wise compare per use): the Lark lexer builds each token's product
+# with the union of all terminals this way.
+Rows = list[list[tuple[int, int]]]
 _byte, _target = itemgetter(0), itemgetter(1)
+_BIT = [1 << b for b in range(256)]
+_BITS_OF_BYTE = [tuple(j for j in range(8) if v >> j & 1) for v in range(256)]
+
+
+def mask_of(values) -> int:
+    """The mask of distinct byte values. ``mask_of([97, 98]) == 0b11 << 97``"""
+    return sum(map(_BIT.__getitem__, values))
+
+
+def members(mask: int) -> list[int]:
+    """The bytes of a mask, ascending (the inverse of :func:`mask_of`).
+
+    >>> members(mask_of([99, 0, 255, 97]))
+    [0, 97, 99, 255]
+    """
+    if not mask & (mask - 1):  # none or one
+        return [mask.bit_length() - 1] if mask else []
+    out: list[int] = []
+    for i, v in enumerate(mask.to_bytes(32, "little")):
+        if v:
+            base = 8 * i
+            out += [base + j for j in _BITS_OF_BYTE[v]]
+    return out
+
+
+def ranges_of(mask: int) -> tuple[tuple[int, int], ...]:
+    """The runs of a mask as inclusive ``(lo, hi)`` ranges. ``ranges_of(mask_of([1, 2, 3, 7]))``
+    is ``((1, 3), (7, 7))``."""
+    out = []
+    while mask:
+        lo = (mask & -mask).bit_length() - 1
+        run = mask >> lo
+        n = (run ^ (run + 1)).bit_length() - 1  # the run's length: its trailing ones
+        out.append((lo, lo + n - 1))
+        mask &= ~(((1 << n) - 1) << lo)
+    return tuple(out)
 
 
 def grouped(trans: list[dict[int, int]]) -> Rows:
-    """Each row's bytes gathered per target; equal byte sets are one object.
+    """Each row's bytes gathered per target, as a mask.
 
-    >>> grouped([{97: 1, 98: 1, 99: 0}, {}])
-    [[(frozenset({99}), 0), (frozenset({97, 98}), 1)], []]
+    >>> grouped([{97: 1, 98: 1, 99: 0}, {}]) == [[(mask_of([99]), 0), (mask_of([97, 98]), 1)], []]
+    True
     """
-    interned: dict[frozenset[int], frozenset[int]] = {}
     out: Rows = []
     for row in trans:
         targets = set(row.values())
         if len(targets) == 1:  # an identifier's or a string's inside: one class, no byte loop
             (t,) = targets
-            bs = frozenset(row)
-            out.append([(interned.setdefault(bs, bs), t)])
+            out.append([(mask_of(row), t)])
             continue
-        groups = []  # sorted by target, then each run's bytes: the loops run in C
-        for t, pairs in groupby(sorted(row.items(), key=_target), key=_target):
-            bs = frozenset(map(_byte, pairs))
-            groups.append((interned.setdefault(bs, bs), t))
-        out.append(groups)
+        # sorted by target, then each run's bytes summed: the loops run in C
+        out.append([(mask_of(map(_byte, pairs)), t)
+                    for t, pairs in groupby(sorted(row.items(), key=_target), key=_target)])
     return out
 
 
 def ungrouped(rows: Rows) -> list[dict[int, int]]:
     """The per-byte tables of grouped rows (the inverse of :func:`grouped`)."""
-    return [{b: t for bs, t in row for b in bs} for row in rows]
+    return [{b: t for bs, t in row for b in members(bs)} for row in rows]
 
 
 def trim_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
@@ -202,7 +237,7 @@ def minimize_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
     state and round. Two states whose rows split their bytes differently over equivalent
     targets may stay apart (the result is then not quite minimal, never wrong).
     """
-    ids: dict[frozenset[int], int] = {}
+    ids: dict[int, int] = {}  # masks to small ids: shorter signatures
     groups = [[(ids.setdefault(bs, len(ids)), t) for bs, t in row] for row in rows]
     preds: list[list[int]] = [[] for _ in rows]
     for q, row_groups in enumerate(groups):
@@ -250,7 +285,7 @@ def minimize_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
         if done[k]:
             continue
         done[k] = True
-        by_target: dict[int, frozenset[int]] = {}
+        by_target: dict[int, int] = {}
         for bs, t in row:  # equivalent targets merge
             k2 = order[block[t]]
             by_target[k2] = by_target[k2] | bs if k2 in by_target else bs
@@ -261,14 +296,14 @@ def minimize_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
 
 def fsm_of_rows(rows: Rows, accept: list[bool]) -> Fsm:
     """Grouped rows as an IR :class:`Fsm` node."""
-    classes: dict[frozenset[int], ByteClass] = {}
+    classes: dict[int, ByteClass] = {}
     edges = []
     for row in rows:
         row_edges = []
         for bs, t in row:
             cls = classes.get(bs)
             if cls is None:
-                cls = classes[bs] = ByteClass.from_bytes(bs)
+                cls = classes[bs] = ByteClass(ranges_of(bs))
             row_edges.append((cls, t))
         edges.append(tuple(sorted(row_edges, key=lambda e: e[0].ranges)))
     return Fsm(tuple(edges), frozenset(q for q, a in enumerate(accept) if a))

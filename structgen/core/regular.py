@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Callable
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows,
-                                grouped, minimize, minimize_rows, product_rows, trim, trim_rows)
+                                grouped, mask_of, minimize, minimize_rows, product_rows, trim, trim_rows)
 from structgen.core.ir import Expr, Fsm
 
 __all__ = ["to_fsm", "intersect", "difference", "shortest_matches", "matches", "state_count", "length_range",
@@ -112,7 +112,7 @@ def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str 
     # Byte sets per target (an object's "any other key" is a JSON string, ~250 bytes a row,
     # against a trie of a few hundred defined keys: a step per byte was 10^6 steps).
     ra, rb = grouped(ta), grouped(tb)
-    b_reads = [frozenset(row) for row in tb]
+    b_reads = [mask_of(row) for row in tb]
 
     def step(state: tuple[int, int]):
         p, q = state  # q == -1: b can no longer match
@@ -125,7 +125,7 @@ def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str 
                 both = bs & bs_b
                 if both:
                     yield both, (p2, q2)
-            rest = bs - b_reads[q]
+            rest = bs & ~b_reads[q]
             if rest:
                 yield rest, (p2, -1)
 

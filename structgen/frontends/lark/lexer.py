@@ -127,7 +127,8 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     # the products explored below are what this module adds, and they are charged.
     union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
     union_rows = grouped(union[0])
-    union_reads = [frozenset(row) for row in union[0]]
+    reads: dict[frozenset[int], frozenset[int]] = {}  # equal sets one object: cheap as dict keys
+    union_reads = [reads.setdefault(r, r) for r in map(frozenset, union[0])]
     runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
         if ignore is not None else []
     lookahead: list[tuple[str, frozenset[int]]] = []
