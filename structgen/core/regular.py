@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Callable
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows,
-                                grouped, mask_of, minimize, minimize_rows, product_rows, trim, trim_rows)
+                                minimize, minimize_rows, product_rows, rows_of, trim, trim_rows)
 from structgen.core.ir import Expr, Fsm
 
 __all__ = ["to_fsm", "intersect", "difference", "shortest_matches", "matches", "state_count", "length_range",
@@ -45,11 +45,10 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
     Raises :class:`~structgen.errors.CompileError` naming ``what`` when the product would
     exceed ``limit`` states.
     """
-    trans, accept = dfa_of(exprs[0])
-    rows = grouped(trans)
+    rows, accept = rows_of(exprs[0])
     for e in exprs[1:]:
-        tb, ab = dfa_of(e)
-        rows, order = product_rows(rows, grouped(tb), limit, what)
+        rb, ab = rows_of(e)
+        rows, order = product_rows(rows, rb, limit, what)
         rows, accept = _minimal(*trim_rows(rows, [accept[p] and ab[q] for p, q in order]))
     return fsm_of_rows(rows, accept)
 
@@ -75,8 +74,7 @@ def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DE
     >>> [matches(fsm, w) for w in (b"a", b"ab", b"aba", b"abab", b"ac")]
     [False, True, True, False, False]
     """
-    (ta, aa), (tc, ac) = dfa_of(e), dfa_of(char)
-    ra, rc = grouped(ta), grouped(tc)  # byte sets per target: a step never visits single bytes
+    (ra, aa), (rc, ac) = rows_of(e), rows_of(char)  # bytes per target: a step never visits single bytes
     cap = hi if hi is not None else lo  # without an upper bound, counts past lo behave alike
 
     def step(state: tuple[int, int, int]):
@@ -108,11 +106,10 @@ def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str 
     >>> [matches(fsm, w) for w in (b"no", b"x", b"n", b"nop", b"xy")]
     [False, False, True, True, True]
     """
-    (ta, aa), (tb, ab) = dfa_of(a), dfa_of(b)
-    # Byte sets per target (an object's "any other key" is a JSON string, ~250 bytes a row,
-    # against a trie of a few hundred defined keys: a step per byte was 10^6 steps).
-    ra, rb = grouped(ta), grouped(tb)
-    b_reads = [mask_of(row) for row in tb]
+    # Bytes per target (an object's "any other key" is a JSON string, ~250 bytes a row, against
+    # a trie of a few hundred defined keys: a step per byte was 10^6 steps).
+    (ra, aa), (rb, ab) = rows_of(a), rows_of(b)
+    b_reads = [sum(m for m, _ in row) for row in rb]  # a row's masks are disjoint
 
     def step(state: tuple[int, int]):
         p, q = state  # q == -1: b can no longer match

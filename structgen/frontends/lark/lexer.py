@@ -40,7 +40,7 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 from __future__ import annotations
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, fsm_of_rows,
-                                grouped, minimize, minimize_rows, product_rows, trim, trim_rows)
+                                grouped, minimize, minimize_rows, product_rows, rows_of, trim, trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -58,13 +58,14 @@ def _split_by_exit(rows: Rows, order: list, exits) -> dict[frozenset[int], Expr]
     return {f: fsm_of_rows(*minimize_rows(*trim_rows(rows, acc))) for f, acc in accepts.items()}
 
 
-def _token(term: Dfa, union_rows: Rows, union_reads: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
+def _token(term: tuple[Rows, list[bool]], union_rows: Rows,
+           union_reads: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
     """One token of ``term``, split by the bytes it forbids next (what the union of all
     terminals reads after the token's text: ``union_reads``). The product with the union is
     explored on rows grouped by target, whose byte classes are few (an identifier's row is one
     or two), so no step visits single bytes."""
     ta = term[1]
-    rows, order = product_rows(grouped(term[0]), union_rows, DEFAULT_STATE_LIMIT, "a lexer token")
+    rows, order = product_rows(term[0], union_rows, DEFAULT_STATE_LIMIT, "a lexer token")
     return _split_by_exit(rows, order, lambda st: [union_reads[st[1]]] if ta[st[0]] else [])
 
 
@@ -125,8 +126,9 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     """
     # The terminals' own DFAs are what the rule automata are built from anyway (charged there);
     # the products explored below are what this module adds, and they are charged.
-    union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
-    union_rows = grouped(union[0])
+    every = alt(*terminals.values(), *([ignore] if ignore is not None else []))
+    union = dfa_of(every, charged=False)
+    union_rows = rows_of(every, charged=False)[0]
     reads: dict[frozenset[int], frozenset[int]] = {}  # equal sets one object: cheap as dict keys
     union_reads = [reads.setdefault(r, r) for r in map(frozenset, union[0])]
     runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
@@ -135,7 +137,7 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
-        by_exit = sorted(_token(dfa_of(lang, charged=False), union_rows, union_reads).items(),
+        by_exit = sorted(_token(rows_of(lang, charged=False), union_rows, union_reads).items(),
                          key=lambda kv: sorted(kv[0]))
         names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
         new_rules[name] = []
