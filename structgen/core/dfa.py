@@ -72,13 +72,14 @@ def rows_of(e: Expr, what: str = "regular", *, charged: bool = True) -> tuple["R
         return rows, [q in e.accept for q in range(len(e.edges))]
     trans, accept = dfa_of(e, what, charged=charged)
     got = _ROWS.get(id(trans))
-    if got is None or got[0] is not trans:  # the id of a DFA since dropped from the cache
+    if got is None:
         if len(_ROWS) > 4096:
             _ROWS.clear()
         got = _ROWS[id(trans)] = (trans, grouped(trans))
     return got[1], accept
 
 
+#: ``id(trans)`` -> ``(trans, its rows)``: the entry holds ``trans``, so its id is not reused.
 _ROWS: dict[int, tuple[list[dict[int, int]], "Rows"]] = {}
 
 
@@ -295,16 +296,16 @@ def minimize_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
             if sum(map(len, parts.values())) == size[b]:  # all re-signed: the first part keeps b
                 signature[b] = next(iter(parts))
             kept = signature.get(b)
-            for sig, members in parts.items():
+            for sig, part in parts.items():
                 if sig == kept:
                     continue
                 nb = len(size)  # a new block: only where b really splits, so at most n of them
-                size[nb] = len(members)
-                size[b] -= len(members)
+                size[nb] = len(part)
+                size[b] -= len(part)
                 signature[nb] = sig
-                for q in members:
+                for q in part:
                     block[q] = nb
-                moved += members
+                moved += part
         dirty = {p for q in moved for p in preds[q]}
     # renumber so that the start state's block is 0
     order: dict[int, int] = {block[0]: 0}
