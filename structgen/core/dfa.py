@@ -29,7 +29,7 @@ from structgen.errors import CompileError
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
            "grouped", "mask_of", "mask_of_ranges", "members", "minimize", "minimize_rows", "product_rows",
-           "ranges_of", "rows_of", "trim", "trim_rows", "ungrouped"]
+           "ranges_of", "rows_of", "shared_grouped", "trim", "trim_rows", "ungrouped"]
 
 #: Explored automata above this many states raise CompileError instead of exhausting memory.
 DEFAULT_STATE_LIMIT = 50_000
@@ -57,26 +57,25 @@ def dfa_of(e: Expr, what: str = "regular", *, charged: bool = True) -> Dfa:
 
 
 def rows_of(e: Expr, what: str = "regular", *, charged: bool = True) -> tuple["Rows", list[bool]]:
-    """:func:`dfa_of` as grouped rows (the same charge). An expression's rows are made once per
-    process, beside its cached DFA: the SQL grammar's union of all terminals has 1,669 states,
-    and grouping it with the terminals took 30 ms of every compile. The rows are shared: never
-    change them. An :class:`Fsm`'s rows come straight from its byte classes."""
+    """:func:`dfa_of` as grouped rows (the same charge): an expression's from
+    :func:`shared_grouped`, an :class:`Fsm`'s straight from its byte classes."""
     if isinstance(e, Fsm):
-        rows = []
-        for edges in e.edges:
-            by_target: dict[int, int] = {}
-            for cls, t in edges:
-                m = mask_of_ranges(cls.ranges)
-                by_target[t] = by_target[t] | m if t in by_target else m
-            rows.append([(m, t) for t, m in by_target.items()])
+        rows = [_merged_row((mask_of_ranges(cls.ranges), t) for cls, t in edges) for edges in e.edges]
         return rows, [q in e.accept for q in range(len(e.edges))]
     trans, accept = dfa_of(e, what, charged=charged)
+    return shared_grouped(trans), accept
+
+
+def shared_grouped(trans: list[dict[int, int]]) -> "Rows":
+    """``grouped(trans)`` made once per process for a DFA of :func:`dfa_of`'s cache: the SQL
+    grammar's union of all terminals has 1,669 states, and grouping it with the terminals took
+    30 ms of every compile. The rows are shared: never change them."""
     got = _ROWS.get(id(trans))
     if got is None:
         if len(_ROWS) > 4096:
             _ROWS.clear()
         got = _ROWS[id(trans)] = (trans, grouped(trans))
-    return got[1], accept
+    return got[1]
 
 
 #: ``id(trans)`` -> ``(trans, its rows)``: the entry holds ``trans``, so its id is not reused.
@@ -95,14 +94,15 @@ def explore_rows(start: Any, step: Callable[[Any], Any], limit: int, what: str) 
     """:func:`explore` for a ``step`` that yields ``(byte mask, next state)`` pairs: the DFA as
     grouped rows (pairs that reach one state merge), so a product of two grouped automata never
     touches single bytes."""
+    return _explored(start, step, limit, what, _merged_row)
 
-    def row_of(pairs) -> list[tuple[int, int]]:
-        by_target: dict[int, int] = {}
-        for bs, t in pairs:
-            by_target[t] = by_target[t] | bs if t in by_target else bs
-        return [(bs, t) for t, bs in by_target.items()]
 
-    return _explored(start, step, limit, what, row_of)
+def _merged_row(pairs) -> list[tuple[int, int]]:
+    """A grouped row from ``(mask, target)`` pairs: the masks of one target merged."""
+    by_target: dict[int, int] = {}
+    for bs, t in pairs:
+        by_target[t] = by_target[t] | bs if t in by_target else bs
+    return [(bs, t) for t, bs in by_target.items()]
 
 
 def _explored(start: Any, step: Callable[[Any], Any], limit: int, what: str,
@@ -320,11 +320,7 @@ def minimize_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
         if done[k]:
             continue
         done[k] = True
-        by_target: dict[int, int] = {}
-        for bs, t in row:  # equivalent targets merge
-            k2 = order[block[t]]
-            by_target[k2] = by_target[k2] | bs if k2 in by_target else bs
-        out[k] = [(bs, t) for t, bs in by_target.items()]
+        out[k] = _merged_row((bs, order[block[t]]) for bs, t in row)  # equivalent targets merge
         acc[k] = accept[q]
     return out, acc
 

@@ -40,7 +40,8 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 from __future__ import annotations
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, fsm_of_rows,
-                                grouped, minimize, minimize_rows, product_rows, rows_of, trim, trim_rows)
+                                grouped, minimize, minimize_rows, product_rows, rows_of, shared_grouped, trim,
+                                trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -126,9 +127,8 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     """
     # The terminals' own DFAs are what the rule automata are built from anyway (charged there);
     # the products explored below are what this module adds, and they are charged.
-    every = alt(*terminals.values(), *([ignore] if ignore is not None else []))
-    union = dfa_of(every, charged=False)
-    union_rows = rows_of(every, charged=False)[0]
+    union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
+    union_rows = shared_grouped(union[0])
     reads: dict[frozenset[int], frozenset[int]] = {}  # equal sets one object: cheap as dict keys
     union_reads = [reads.setdefault(r, r) for r in map(frozenset, union[0])]
     runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
