@@ -16,7 +16,8 @@ import structgen
 from sql_data import pairs
 from structgen.engine.masks import walk_keys
 from structgen.engine.vocab import Vocabulary, vocabulary_for
-from structgen.engine.walk_kernel import SetRows, crossing_keys, kernel_available, kernel_built, walk_index
+from structgen.engine.walk_kernel import (FrameRows, SetRows, crossing_keys, kernel_available, kernel_built,
+                                          walk_index)
 
 C_LIKE = r'''
 start: func+
@@ -63,14 +64,17 @@ def _cases(tokenizer):
     ]
 
 
+@pytest.mark.parametrize("rows_kind", ["sets", "frames"])
 @pytest.mark.parametrize("tokenizer_name", ["smollm2_tokenizer", "gemma_tokenizer"])
-def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_name):
+def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_name, rows_kind):
+    # "sets": one numbered stack set per trie node; "frames" (what masks use): frames called
+    # from one parent walked apart from it, on rows shared by every parent
     tokenizer = request.getfixturevalue(tokenizer_name)
     index = vocabulary_for(tokenizer).index
     walked = 0
     for compiled, text in _cases(tokenizer):
         sm = compiled.matcher().machine
-        rows = SetRows(sm, escaping=True)
+        rows = SetRows(sm, escaping=True) if rows_kind == "sets" else FrameRows(sm)
         starts = {sm.isolated(sid) for stacks in _states(compiled, tokenizer, text) for sid in stacks
                   if sm.frames[sid][0] >= 0}  # not guards: masks never walk from them
         for iso in sorted(starts):
@@ -85,6 +89,35 @@ def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_n
             assert got == reported
             walked += 1
     assert walked > 50
+
+
+def test_frame_rows_step_a_token_once_for_every_rule_that_calls_it(smollm2_tokenizer):
+    # The SQL grammar calls its name tokens from `table`, `column`, `qualifier`, `alias`, `cte`,
+    # each after optional whitespace: walked as whole stack sets, the names' states are stepped
+    # again under each caller; walked frame by frame, the rows of the names' own walk serve all.
+    query = next(p for p in pairs("defog") if "JOIN" in p.sql and "GROUP BY" in p.sql)
+    compiled = structgen.compile_sql(query.database, smollm2_tokenizer).grammar
+    sm = compiled.matcher().machine
+    index = vocabulary_for(smollm2_tokenizer).index
+    names = {sm.rules[r].name: r for r in range(len(sm.rules))}
+    roots = [sm.intern(names["NAME#3"], 0, 1)] + [sm.intern(names[n], 0, 1)
+                                                  for n in ("table", "column", "qualifier", "alias", "cte")]
+    steps = {}
+    for kind, rows in (("sets", SetRows(sm, escaping=True)), ("frames", FrameRows(sm))):
+        fill, count = rows.fill, [0]
+
+        def counted(k, b, fill=fill, count=count):
+            count[0] += b >= 0
+            fill(k, b)
+
+        rows.fill = counted  # type: ignore[method-assign]
+        found = [walk_index(index, rows, frozenset((root,))) for root in roots]
+        steps[kind] = count[0]
+        if kind == "frames":  # and the same keys as the set walk found
+            assert [f[0].tolist() for f in found] == [f[0].tolist() for f in by_sets]
+        by_sets = found
+    assert steps["sets"] > 5000  # the names' states, stepped once per calling rule
+    assert steps["frames"] < steps["sets"] / 2, steps
 
 
 @pytest.mark.parametrize("tokenizer_name", ["smollm2_tokenizer", "gemma_tokenizer"])

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define KERNEL_VERSION 2
+#define KERNEL_VERSION 3
 #define DEAD (-1)    /* a row entry: no set to walk on with */
 #define UNKNOWN (-2) /* a row entry: not stepped yet */
 
@@ -201,6 +201,300 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ------------------------------------------------------------------ the walk frame by frame
+ *
+ * walk_frames is walk's answer, reached another way. A walk's position is a list of components
+ * (k, P): the stacks of set k, whose chains end at the escape, with that end replaced by the
+ * stack P (P == ESCAPE: the stacks as they are). Rows belong to sets, not to components, so a
+ * lexer token's states are stepped once per grammar, whatever rule called the token: a SQL
+ * name after `SELECT`, after `FROM` or after `AS` walks the rows the first walk made.
+ *
+ * Row k's entry for byte b is then a set k2 >= 0, the component (k2, P), or SPLIT - c for a
+ * configuration c, and configs[c] the int64 pairs (k2, p) it splits into: each the component
+ * (k2, rebase(p, P)), the frames of set k2 under the parent p, moved onto P. FrameRows splits a
+ * set only where that shares rows (walk_kernel.py says when); a set kept whole is one entry. An escape code reached by a component with P == ESCAPE is
+ * the walk's own escape, reported as walk reports it; under another P it is where the frames
+ * return into P, and cont(code, P) gives what goes on (an entry as in a row, read with
+ * P == ESCAPE) and the code of what escapes the walk there. Both callbacks are memoized here
+ * per walk (Python memoizes them per grammar).
+ */
+
+typedef struct {
+    uint64_t *keys;
+    int64_t *vals;
+    Py_ssize_t cap, len;
+} Memo;
+
+#define MEMO_EMPTY UINT64_MAX
+
+static int memo_find(Memo *m, uint64_t key, int64_t *val) {
+    if (!m->cap)
+        return 0;
+    Py_ssize_t i = (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (m->cap - 1);
+    while (m->keys[i] != MEMO_EMPTY) {
+        if (m->keys[i] == key) {
+            *val = m->vals[i];
+            return 1;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
+static int memo_put(Memo *m, uint64_t key, int64_t val) {
+    if (2 * (m->len + 1) > m->cap) {
+        Memo g = {0};
+        g.cap = m->cap ? 2 * m->cap : 256;
+        g.keys = PyMem_Malloc(g.cap * sizeof(uint64_t));
+        g.vals = PyMem_Malloc(g.cap * sizeof(int64_t));
+        if (!g.keys || !g.vals) {
+            PyMem_Free(g.keys);
+            PyMem_Free(g.vals);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(g.keys, 0xff, g.cap * sizeof(uint64_t));
+        for (Py_ssize_t i = 0; i < m->cap; i++)
+            if (m->keys[i] != MEMO_EMPTY)
+                memo_put(&g, m->keys[i], m->vals[i]);
+        PyMem_Free(m->keys);
+        PyMem_Free(m->vals);
+        *m = g;
+    }
+    Py_ssize_t i = (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (m->cap - 1);
+    while (m->keys[i] != MEMO_EMPTY && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    if (m->keys[i] == MEMO_EMPTY)
+        m->len++;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return 0;
+}
+
+#define ESCAPE_SID 1 /* pda.ESCAPE */
+#define SPLIT (-3)   /* a row entry SPLIT - c: configuration c */
+#define PACK(a, b) (((uint64_t)(uint32_t)(a) << 32) | (uint32_t)(b))
+
+typedef struct {
+    Walk base;
+    PyObject *sets; /* the FrameRows: its rebase and cont */
+    PyObject *configs;
+    Memo rebased, conts;
+    Vec comps; /* the components of every level being walked, a stack of lists */
+} FrameWalk;
+
+/* An int from a callback's result (a new reference, dropped here). */
+static int take_int(PyObject *res, int64_t *out) {
+    if (!res)
+        return -1;
+    long long v = PyLong_AsLongLong(res);
+    Py_DECREF(res);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int lifted(FrameWalk *w, Memo *m, const char *method, int64_t a, int64_t p, int64_t *out) {
+    if (a < 0 || a > INT32_MAX || p < 0 || p > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "stack or set number past 2**31");
+        return -1;
+    }
+    uint64_t key = PACK(a, p);
+    if (memo_find(m, key, out))
+        return 0;
+    if (take_int(PyObject_CallMethod(w->sets, method, "LL", (long long)a, (long long)p), out) < 0)
+        return -1;
+    return memo_put(m, key, *out);
+}
+
+/* Push the components of configuration c, read under the parent P. */
+static int push_config(FrameWalk *w, int64_t c, int64_t P) {
+    if (c < 0 || c >= PyList_GET_SIZE(w->configs)) {
+        PyErr_Format(PyExc_ValueError, "configuration %lld out of range", (long long)c);
+        return -1;
+    }
+    PyObject *cfg = PyList_GET_ITEM(w->configs, c);
+    if (!PyBytes_Check(cfg) || PyBytes_GET_SIZE(cfg) % 16) {
+        PyErr_Format(PyExc_ValueError, "configuration %lld is not int64 pairs", (long long)c);
+        return -1;
+    }
+    Py_INCREF(cfg); /* a callback may grow the list meanwhile */
+    const int64_t *e = (const int64_t *)PyBytes_AS_STRING(cfg);
+    Py_ssize_t n = PyBytes_GET_SIZE(cfg) / 16;
+    int rc = 0;
+    for (Py_ssize_t j = 0; j < n && !rc; j++) {
+        int64_t k = e[2 * j], p = e[2 * j + 1], got;
+        if (p == ESCAPE_SID)
+            got = P;
+        else if (P == ESCAPE_SID)
+            got = p;
+        else if (lifted(w, &w->rebased, "rebase", p, P, &got) < 0) {
+            rc = -1;
+            break;
+        }
+        if (!rc)
+            rc = vec_push(&w->comps, (int64_t)PACK(k, got));
+    }
+    Py_DECREF(cfg);
+    return rc;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+#define MAX_CODES 64
+
+/* comps[at:at+n] is the position after keys[lo:hi]'s shared first d bytes. */
+static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, int64_t hi, int64_t d) {
+    const Index *ix = &w->base.ix;
+    if (KLEN(ix, lo) == d) {
+        if (vec_push(&w->base.inside, lo) < 0)
+            return -1;
+        if (++lo >= hi)
+            return 0;
+    }
+    /* the components' rows, fetched once for all the node's children */
+    PyObject *small[8], **rows = n <= 8 ? small : PyMem_Malloc(n * sizeof(PyObject *));
+    if (!rows) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t held = 0;
+    int rc = 0;
+    for (; held < n; held++) {
+        uint64_t comp = (uint64_t)w->comps.data[at + held];
+        if (!(rows[held] = row_of(&w->base, (int64_t)(comp >> 32)))) {
+            rc = -1;
+            break;
+        }
+    }
+    while (!rc && lo < hi) {
+        int b = BYTE(ix, lo, d);
+        int64_t z = subtree_end(ix, lo, d + 1);
+        Py_ssize_t child = w->comps.len;
+        int64_t codes[MAX_CODES];
+        int ncodes = 0;
+        for (Py_ssize_t j = 0; j < n && !rc; j++) {
+            uint64_t comp = (uint64_t)w->comps.data[at + j];
+            int64_t k = (int64_t)(comp >> 32), P = (int64_t)(uint32_t)comp;
+            int32_t *next = (int32_t *)PyByteArray_AS_STRING(rows[j]);
+            if (next[b] == DEAD && !next[256 + b])
+                continue;
+            if (next[b] != DEAD && step_of(&w->base, k, next, b) < 0) {
+                rc = -1;
+                break;
+            }
+            int64_t c = next[b], code = next[256 + b];
+            if (c >= 0) { /* one set, under the same parent */
+                if (vec_push(&w->comps, (int64_t)PACK(c, P)) < 0) {
+                    rc = -1;
+                    break;
+                }
+            } else if (c <= SPLIT && push_config(w, SPLIT - c, P) < 0) {
+                rc = -1;
+                break;
+            }
+            if (!code)
+                continue;
+            if (P != ESCAPE_SID) { /* the frames return into P: what P goes on with */
+                int64_t packed;
+                if (lifted(w, &w->conts, "cont", code, P, &packed) < 0) {
+                    rc = -1;
+                    break;
+                }
+                int32_t e = (int32_t)(packed >> 32); /* arithmetic: the entry's sign */
+                code = (int64_t)(uint32_t)packed;
+                if ((e >= 0 && vec_push(&w->comps, (int64_t)PACK(e, ESCAPE_SID)) < 0)
+                    || (e <= SPLIT && push_config(w, SPLIT - e, ESCAPE_SID) < 0)) {
+                    rc = -1;
+                    break;
+                }
+                if (!code)
+                    continue;
+            }
+            int seen = 0;
+            for (int q = 0; q < ncodes; q++)
+                seen |= codes[q] == code;
+            if (!seen) {
+                if (ncodes == MAX_CODES) {
+                    PyErr_SetString(PyExc_ValueError, "too many escape codes at one node");
+                    rc = -1;
+                    break;
+                }
+                codes[ncodes++] = code;
+            }
+        }
+        if (rc)
+            break;
+        Py_ssize_t m = w->comps.len - child;
+        if (m > 1) { /* one component once */
+            qsort(w->comps.data + child, m, sizeof(int64_t), cmp_i64);
+            Py_ssize_t u = 1;
+            for (Py_ssize_t j = 1; j < m; j++)
+                if (w->comps.data[child + j] != w->comps.data[child + u - 1])
+                    w->comps.data[child + u++] = w->comps.data[child + j];
+            w->comps.len = child + (m = u);
+        }
+        for (int q = 0; q < ncodes && !rc; q++)
+            if (vec_push(&w->base.events, lo) < 0 || vec_push(&w->base.events, d + 1) < 0
+                || vec_push(&w->base.events, m ? -codes[q] : codes[q]) < 0)
+                rc = -1;
+        if (!rc && m && visit_frames(w, child, m, lo, z, d + 1) < 0)
+            rc = -1;
+        w->comps.len = child;
+        lo = z;
+    }
+    for (Py_ssize_t j = 0; j < held; j++)
+        Py_DECREF(rows[j]);
+    if (rows != small)
+        PyMem_Free(rows);
+    return rc;
+}
+
+static PyObject *walk_frames(PyObject *self, PyObject *args) {
+    PyObject *blob, *offs, *lcp, *firsts, *ends, *rows, *fill, *sets, *configs;
+    long long start;
+    if (!PyArg_ParseTuple(args, "OOOOOLO!OOO!:walk_frames", &blob, &offs, &lcp, &firsts, &ends,
+                          &start, &PyList_Type, &rows, &fill, &sets, &PyList_Type, &configs))
+        return NULL;
+    FrameWalk w;
+    memset(&w, 0, sizeof(w));
+    if (index_open(&w.base.ix, blob, offs, lcp, firsts, ends) < 0)
+        return NULL;
+    w.base.rows = rows;
+    w.base.fill = fill;
+    w.base.escaping = 1;
+    w.sets = sets;
+    w.configs = configs;
+    PyObject *out = NULL;
+    int rc = 0;
+    if (w.base.ix.n) {
+        rc = vec_push(&w.comps, (int64_t)PACK(start, ESCAPE_SID));
+        if (!rc)
+            rc = visit_frames(&w, 0, 1, 0, w.base.ix.n, 0);
+    }
+    if (!rc) {
+        PyObject *inside = vec_bytes(&w.base.inside), *events = vec_bytes(&w.base.events);
+        if (inside && events)
+            out = PyTuple_Pack(2, inside, events);
+        Py_XDECREF(inside);
+        Py_XDECREF(events);
+    }
+    PyMem_Free(w.base.inside.data);
+    PyMem_Free(w.base.events.data);
+    PyMem_Free(w.comps.data);
+    Memo *memos[2] = {&w.rebased, &w.conts};
+    for (int q = 0; q < 2; q++) {
+        PyMem_Free(memos[q]->keys);
+        PyMem_Free(memos[q]->vals);
+    }
+    index_close(&w.base.ix);
+    return out;
+}
+
 /* For each escape (i, d, code): the keys below node keys[i][:d] that may go on past the rule's
  * end, as (key, d) pairs: the key ending at the node (unless the code is negative: that key is
  * inside), and every key under a child whose byte is in allowed[|code|] (32 bytes, a bit per
@@ -273,6 +567,8 @@ static PyObject *crossings(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(blob, offs, lcp, firsts, ends, start, rows, fill, escaping) -> (inside, events)"},
+    {"walk_frames", walk_frames, METH_VARARGS,
+     "walk_frames(blob, offs, lcp, firsts, ends, start, rows, fill, sets, configs) -> (inside, events)"},
     {"crossings", crossings, METH_VARARGS,
      "crossings(blob, offs, lcp, firsts, ends, events, allowed) -> (key, depth) pairs"},
     {NULL, NULL, 0, NULL},

@@ -38,7 +38,7 @@ from array import array
 
 import numpy as np
 
-from structgen.engine.pda import StackMachine, StackSet
+from structgen.engine.pda import ESCAPE, GUARD, StackMachine, StackSet
 from structgen.engine.vocab import TokenIndex
 
 try:
@@ -46,11 +46,11 @@ try:
 except ImportError:  # not built: no C compiler at install
     _kernel = None
 
-__all__ = ["SetRows", "kernel_built", "kernel_available", "walk_index", "crossing_keys"]
+__all__ = ["SetRows", "FrameRows", "kernel_built", "kernel_available", "walk_index", "crossing_keys"]
 
 #: The ``compiled_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left
 #: from another version is not used.
-KERNEL_VERSION = 2
+KERNEL_VERSION = 3
 
 _DEAD, _UNKNOWN = -1, -2  # row entries as compiled_walk.c reads them
 _DEAD_ROW = array("i", [_DEAD] * 256 + [0] * 256)
@@ -97,6 +97,10 @@ class SetRows:
                     self._numbers[stacks] = got
         return got
 
+    def code_of(self, markers: frozenset[int]) -> int:
+        """The code naming this set of escape markers (:attr:`markers` ``[code]``)."""
+        return self._code(markers)
+
     def _code(self, markers: frozenset[int]) -> int:
         got = self._codes.get(markers)
         if got is None:
@@ -131,15 +135,126 @@ class SetRows:
         view[byte] = self.number(nxt) if nxt else _DEAD
 
 
+_SPLIT = -3  # a row entry _SPLIT - c: configuration c (compiled_walk.c's SPLIT)
+
+
+class FrameRows(SetRows):
+    """:class:`SetRows` for the compiled walk frame by frame (``walk_frames`` in
+    ``compiled_walk.c``): a step's row entry is a *configuration*, the set after the step split
+    into frame sets, each with the parent it was called from (see the C file). A set's rows are
+    then shared by every parent its frames are walked under: a lexer token's states, stepped
+    once, serve the token wherever the grammar calls it. Always escaping.
+    """
+
+    def __init__(self, machine: StackMachine) -> None:
+        super().__init__(machine, escaping=True)
+        self.configs: list[bytes] = []  # the kernel reads these: int64 pairs (set, parent)
+        self._config_ids: dict[bytes, int] = {}
+        self._rebased: dict[tuple[int, int], int] = {}
+        self._conts: dict[tuple[int, int], int] = {}
+
+    def fill(self, k: int, byte: int) -> None:
+        if byte < 0:
+            return super().fill(k, byte)
+        sm = self.sm
+        nxt = sm.step_set(self.sets[k], byte)
+        found = frozenset(x for x in nxt if x in sm.escapes)
+        code = self._code(found) if found else 0
+        view = memoryview(self.rows[k]).cast("i")  # type: ignore[arg-type]
+        view[256 + byte] = code  # the code first: the kernel reads it once the step is known
+        view[byte] = self._config(nxt - found) if len(nxt) > len(found) else _DEAD
+
+    def _config(self, stacks: StackSet) -> int:
+        """The number of the configuration ``stacks`` split into. Where all the frames that sit
+        on a call (their parent is not the escape) sit on the same one, as in a rule that calls
+        its tokens, those frames are one set alone under that parent, and the rest (frames on
+        the escape, and guards, which read through their parent) another; any other set stays
+        whole: split by parents, it would be stepped once per parent at every byte."""
+        sm = self.sm
+        frames = sm.frames
+        plain: list[int] = []
+        called: list[int] = []
+        parent = None
+        for s in stacks:
+            rule_i, _, up = frames[s]
+            if rule_i == GUARD or up == ESCAPE:
+                plain.append(s)
+            elif parent is None or up == parent:
+                parent = up
+                called.append(s)
+            else:  # a second parent: keep the set whole
+                called = []
+                break
+        if called:  # split only where the frames' own rows exist: there, it shares them
+            alone = self._numbers.get(frozenset([sm.isolated(s) for s in called]))
+            if alone is not None and self.rows[alone] is not None:
+                out = [(alone, parent)]
+                if plain:
+                    out.append((self.number(frozenset(plain)), ESCAPE))
+                return _SPLIT - self._config_of(out)
+        return self.number(stacks)  # one set, under the parent the stepped set had
+
+    def _config_of(self, out: list[tuple[int, int]]) -> int:
+        data = array("q", [x for entry in sorted(out) for x in entry]).tobytes()
+        got = self._config_ids.get(data)
+        if got is None:
+            with self._lock:
+                got = self._config_ids.get(data)
+                if got is None:
+                    got = len(self.configs)
+                    self.configs.append(data)
+                    self._config_ids[data] = got
+        return got
+
+    def rebase(self, sid: int, parent: int) -> int:
+        """Stack ``sid`` (its chain ending at the escape) with ``parent`` in the escape's place."""
+        got = self._rebased.get((sid, parent))
+        if got is None:
+            sm, chain, x = self.sm, [], sid
+            while x > ESCAPE:
+                chain.append(sm.frames[x])
+                x = sm.frames[x][2]
+            if x != ESCAPE:
+                raise ValueError(f"stack {sid} does not end at the escape")
+            got = parent
+            for rule_i, state, _ in reversed(chain):
+                got = sm.intern(rule_i, state, got)
+            self._rebased[(sid, parent)] = got
+        return got
+
+    def cont(self, code: int, parent: int) -> int:
+        """Where frames that returned to the escape through the markers of ``code`` go on when
+        the escape is ``parent``: ``entry << 32 | code``, the entry as in a row (read under the
+        escape; ``-1``, dead, when nothing goes on) and the code of what escapes the walk there."""
+        got = self._conts.get((code, parent))
+        if got is not None:
+            return got
+        sm = self.sm
+        out: set[int] = set()
+        for x in self.markers[code]:
+            out |= sm.closure(parent if x == ESCAPE else sm.guard(sm.escapes[x], parent))
+        found = frozenset(x for x in out if x in sm.escapes)
+        rest = frozenset(out) - found
+        entry = self._config(rest) if rest else _DEAD
+        got = entry << 32 | (self._code(found) if found else 0)  # the sign stays the entry's
+        self._conts[(code, parent)] = got
+        return got
+
+
 def walk_index(index: TokenIndex, rows: SetRows, start: StackSet) -> tuple[np.ndarray, np.ndarray]:
     """``(keys, escapes)``: the numbers of the index keys fully readable from ``start``, and the
     escapes met on the way as rows ``(first key under the node, depth, marker code)``, the code
-    negated where the walk went on below the node (a key ending there is among ``keys``)."""
+    negated where the walk went on below the node (a key ending there is among ``keys``).
+    With :class:`FrameRows`, a node may report several codes (one per kind of return met)."""
     _require_kernel()
     if not index.keys:
         return np.zeros(0, np.int64), np.zeros((0, 3), np.int64)
-    inside, events = _kernel.walk(*index.tables(), rows.number(start), rows.rows, rows.fill,
-                                  rows.escaping)
+    if isinstance(rows, FrameRows):
+        inside, events = _kernel.walk_frames(*index.tables(), rows.number(start), rows.rows,
+                                             rows.fill, rows, rows.configs)
+    else:
+        inside, events = _kernel.walk(*index.tables(), rows.number(start), rows.rows, rows.fill,
+                                      rows.escaping)
     return np.frombuffer(inside, dtype=np.int64), np.frombuffer(events, dtype=np.int64).reshape(-1, 3)
 
 
