@@ -99,18 +99,28 @@ class SetRows:
 
     def code_of(self, markers: frozenset[int]) -> int:
         """The code naming this set of escape markers (:attr:`markers` ``[code]``)."""
-        return self._code(markers)
+        return self._interned(self._codes, self.markers, markers)
 
-    def _code(self, markers: frozenset[int]) -> int:
-        got = self._codes.get(markers)
+    def _interned(self, ids: dict, values: list, value) -> int:
+        """``value``'s index in ``values``, appended (and recorded in ``ids``) when new."""
+        got = ids.get(value)
         if got is None:
             with self._lock:
-                got = self._codes.get(markers)
+                got = ids.get(value)
                 if got is None:
-                    got = len(self.markers)
-                    self.markers.append(markers)
-                    self._codes[markers] = got
+                    got = len(values)
+                    values.append(value)
+                    ids[value] = got
         return got
+
+    def _escapes_apart(self, stacks: StackSet) -> tuple[StackSet, int]:
+        """``stacks`` without its escape markers, and the code of those markers (0: none)."""
+        found = frozenset(x for x in stacks if x in self.sm.escapes)
+        return (stacks - found, self.code_of(found)) if found else (stacks, 0)
+
+    def _entry(self, stacks: StackSet) -> int:
+        """The row entry for a step into ``stacks`` (no markers; not empty)."""
+        return self.number(stacks)
 
     def fill(self, k: int, byte: int) -> None:
         """Make row ``k`` (``byte == -1``) or step set ``k`` by ``byte`` into it (the kernel calls
@@ -124,15 +134,12 @@ class SetRows:
                 if self.rows[k] is None:
                     self.rows[k] = bytearray(row.tobytes())
             return
-        nxt = sm.step_set(stacks, byte)
-        code = 0
+        nxt, code = sm.step_set(stacks, byte), 0
         if self.escaping:
-            found = frozenset(x for x in nxt if x in sm.escapes)
-            if found:
-                nxt, code = nxt - found, self._code(found)
+            nxt, code = self._escapes_apart(nxt)
         view = memoryview(self.rows[k]).cast("i")  # type: ignore[arg-type]
         view[256 + byte] = code  # the code first: the kernel reads it once the step is known
-        view[byte] = self.number(nxt) if nxt else _DEAD
+        view[byte] = self._entry(nxt) if nxt else _DEAD
 
 
 _SPLIT = -3  # a row entry _SPLIT - c: configuration c (compiled_walk.c's SPLIT)
@@ -153,23 +160,13 @@ class FrameRows(SetRows):
         self._rebased: dict[tuple[int, int], int] = {}
         self._conts: dict[tuple[int, int], int] = {}
 
-    def fill(self, k: int, byte: int) -> None:
-        if byte < 0:
-            return super().fill(k, byte)
-        sm = self.sm
-        nxt = sm.step_set(self.sets[k], byte)
-        found = frozenset(x for x in nxt if x in sm.escapes)
-        code = self._code(found) if found else 0
-        view = memoryview(self.rows[k]).cast("i")  # type: ignore[arg-type]
-        view[256 + byte] = code  # the code first: the kernel reads it once the step is known
-        view[byte] = self._config(nxt - found) if len(nxt) > len(found) else _DEAD
-
-    def _config(self, stacks: StackSet) -> int:
-        """The number of the configuration ``stacks`` split into. Where all the frames that sit
-        on a call (their parent is not the escape) sit on the same one, as in a rule that calls
-        its tokens, those frames are one set alone under that parent, and the rest (frames on
-        the escape, and guards, which read through their parent) another; any other set stays
-        whole: split by parents, it would be stepped once per parent at every byte."""
+    def _entry(self, stacks: StackSet) -> int:
+        """The row entry for ``stacks``: its set, or ``_SPLIT -`` the configuration it splits into.
+        Where all the frames that sit on a call (their parent is not the escape) sit on the same
+        one, as in a rule that calls its tokens, those frames are one set alone under that
+        parent, and the rest (frames on the escape, and guards, which read through their parent)
+        another; any other set stays whole: split by parents, it would be stepped once per
+        parent at every byte."""
         sm = self.sm
         frames = sm.frames
         plain: list[int] = []
@@ -191,20 +188,8 @@ class FrameRows(SetRows):
                 out = [(alone, parent)]
                 if plain:
                     out.append((self.number(frozenset(plain)), ESCAPE))
-                return _SPLIT - self._config_of(out)
+                return _SPLIT - self._interned(self._config_ids, self.configs, _packed(out))
         return self.number(stacks)  # one set, under the parent the stepped set had
-
-    def _config_of(self, out: list[tuple[int, int]]) -> int:
-        data = array("q", [x for entry in sorted(out) for x in entry]).tobytes()
-        got = self._config_ids.get(data)
-        if got is None:
-            with self._lock:
-                got = self._config_ids.get(data)
-                if got is None:
-                    got = len(self.configs)
-                    self.configs.append(data)
-                    self._config_ids[data] = got
-        return got
 
     def rebase(self, sid: int, parent: int) -> int:
         """Stack ``sid`` (its chain ending at the escape) with ``parent`` in the escape's place."""
@@ -233,12 +218,15 @@ class FrameRows(SetRows):
         out: set[int] = set()
         for x in self.markers[code]:
             out |= sm.closure(parent if x == ESCAPE else sm.guard(sm.escapes[x], parent))
-        found = frozenset(x for x in out if x in sm.escapes)
-        rest = frozenset(out) - found
-        entry = self._config(rest) if rest else _DEAD
-        got = entry << 32 | (self._code(found) if found else 0)  # the sign stays the entry's
+        rest, escaped = self._escapes_apart(frozenset(out))
+        got = (self._entry(rest) if rest else _DEAD) << 32 | escaped  # the sign stays the entry's
         self._conts[(code, parent)] = got
         return got
+
+
+def _packed(out: list[tuple[int, int]]) -> bytes:
+    """A configuration as compiled_walk.c reads it: its (set, parent) pairs, sorted, as int64."""
+    return array("q", [x for entry in sorted(out) for x in entry]).tobytes()
 
 
 def walk_index(index: TokenIndex, rows: SetRows, start: StackSet) -> tuple[np.ndarray, np.ndarray]:
