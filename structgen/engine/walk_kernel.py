@@ -143,6 +143,8 @@ class SetRows:
 
 
 _SPLIT = -3  # a row entry _SPLIT - c: configuration c (compiled_walk.c's SPLIT)
+#: Leaf rules up to this many states have all their rows made at once (a 2 KiB row a state).
+_LEAF_STATES = 4096
 
 
 class FrameRows(SetRows):
@@ -159,14 +161,49 @@ class FrameRows(SetRows):
         self._config_ids: dict[bytes, int] = {}
         self._rebased: dict[tuple[int, int], int] = {}
         self._conts: dict[tuple[int, int], int] = {}
+        self._leaf_nums: dict[int, list[int]] = {}
+        #: rules stepped from their table: plain automata with no calls (lexer tokens)
+        self._leafy = [not (r.counted or r.unordered is not None or any(r.calls))
+                       and len(r.trans) <= _LEAF_STATES for r in machine.rules]
 
     def _entry(self, stacks: StackSet) -> int:
         """The row entry for ``stacks``: its set, or ``_SPLIT -`` the configuration it splits into.
-        Where all the frames that sit on a call (their parent is not the escape) sit on the same
-        one, as in a rule that calls its tokens, those frames are one set alone under that
+
+        A frame of a *leaf* rule (a lexer token: no calls, no counts) is always a component of
+        its own, its state alone under its parent, whose rows are made for all the rule's states
+        at once (:meth:`_leaf_set`): the kernel then steps a token without asking Python at all,
+        under however many parents. Of the other frames, where all that sit on a call (their
+        parent is not the escape) sit on the same one, those frames are one set alone under that
         parent, and the rest (frames on the escape, and guards, which read through their parent)
         another; any other set stays whole: split by parents, it would be stepped once per
         parent at every byte."""
+        frames, leafy = self.sm.frames, self._leafy
+        pairs: list[tuple[int, int]] = []
+        rest: list[int] = []
+        for s in stacks:
+            rule_i, state, up = frames[s]
+            if rule_i >= 0 and leafy[rule_i]:
+                pairs.append((self._leaf_set(rule_i, state), up))  # type: ignore[arg-type]
+            else:
+                rest.append(s)
+        if not pairs:
+            return self._rest_entry(stacks)
+        if rest:
+            pairs += self._rest_pairs(frozenset(rest))
+        if len(pairs) == 1 and pairs[0][1] == ESCAPE:
+            return pairs[0][0]
+        return self._config(pairs)
+
+    def _rest_pairs(self, stacks: StackSet) -> list[tuple[int, int]]:
+        """``stacks`` (no leaf frames) as the (set, parent) pairs :meth:`_rest_entry` makes."""
+        got = self._rest_entry(stacks)
+        if got >= 0:
+            return [(got, ESCAPE)]
+        flat = array("q")
+        flat.frombytes(self.configs[_SPLIT - got])
+        return list(zip(flat[::2], flat[1::2]))
+
+    def _rest_entry(self, stacks: StackSet) -> int:
         sm = self.sm
         frames = sm.frames
         plain: list[int] = []
@@ -188,8 +225,55 @@ class FrameRows(SetRows):
                 out = [(alone, parent)]
                 if plain:
                     out.append((self.number(frozenset(plain)), ESCAPE))
-                return _SPLIT - self._interned(self._config_ids, self.configs, _packed(out))
+                return self._config(out)
         return self.number(stacks)  # one set, under the parent the stepped set had
+
+    def _config(self, pairs: list[tuple[int, int]]) -> int:
+        """The row entry of the configuration of these (set, parent) pairs."""
+        return _SPLIT - self._interned(self._config_ids, self.configs, _packed(pairs))
+
+    def fill(self, k: int, byte: int) -> None:
+        """:meth:`SetRows.fill`, where a leaf rule's state alone has its rows made for every
+        state of the rule at once."""
+        if byte < 0 and self.rows[k] is None and len(self.sets[k]) == 1:
+            (s,) = self.sets[k]
+            rule_i, state, up = self.sm.frames[s]
+            if up == ESCAPE and rule_i >= 0 and self._leafy[rule_i]:
+                self._leaf_set(rule_i, state)  # type: ignore[arg-type]
+                if self.rows[k] is not None:
+                    return
+        super().fill(k, byte)
+
+    def _leaf_set(self, rule_i: int, q: int) -> int:
+        """The set number of leaf rule ``rule_i``'s state ``q`` alone on the escape; the first
+        call for a rule numbers all its states and makes their rows, from the rule's table (a
+        state's step is the next state alone, and the rule's escape marker where it accepts)."""
+        nums = self._leaf_nums.get(rule_i)
+        if nums is None:
+            nums = self._leaf_nums.setdefault(rule_i, self._leaf_rows(rule_i))
+        return nums[q]
+
+    def _leaf_rows(self, rule_i: int) -> list[int]:
+        sm = self.sm
+        rule = sm.rules[rule_i]
+        marker = ESCAPE if rule.lookahead is None else sm.guard(rule.lookahead, ESCAPE)
+        code = self.code_of(frozenset((marker,)))
+        nums = [self.number(frozenset((sm.intern(rule_i, q, ESCAPE),))) if row else _DEAD
+                for q, row in enumerate(rule.trans)]
+        src: list[int] = []
+        for q, row in enumerate(rule.trans):
+            src += [q] * len(row)
+        byte = np.fromiter((b for row in rule.trans for b in row), dtype=np.int64, count=len(src))
+        dst = np.fromiter((t for row in rule.trans for t in row.values()), dtype=np.int64, count=len(src))
+        table = np.full((len(nums), 512), _DEAD, dtype=np.int32)
+        table[:, 256:] = 0
+        table[src, byte] = np.asarray(nums, dtype=np.int32)[dst]
+        table[src, byte + 256] = np.where(np.asarray(rule.accept, dtype=bool)[dst], code, 0)
+        with self._lock:
+            for q, k in enumerate(nums):
+                if k >= 0 and self.rows[k] is None:
+                    self.rows[k] = bytearray(table[q].tobytes())
+        return nums
 
     def rebase(self, sid: int, parent: int) -> int:
         """Stack ``sid`` (its chain ending at the escape) with ``parent`` in the escape's place."""
