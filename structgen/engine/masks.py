@@ -520,7 +520,7 @@ class MaskBuilder:
         # per marker code, the bytes a crossing token may go on with: what follows the rule,
         # less what any of the markers forbids (each marker alone, as walk_keys reports them)
         allowed = np.zeros((len(rows.markers), 256), dtype=bool)
-        for code in np.unique(np.abs(escapes[:, 2])).tolist():
+        for code in np.flatnonzero(np.bincount(np.abs(escapes[:, 2]))).tolist():  # codes are small
             for x in rows.markers[code]:
                 forbidden = self.sm.escapes[x]
                 allowed[code, list(follow - forbidden if forbidden else follow)] = True

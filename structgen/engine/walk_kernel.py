@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import threading
 from array import array
+from itertools import chain
 
 import numpy as np
 
@@ -260,11 +261,10 @@ class FrameRows(SetRows):
         code = self.code_of(frozenset((marker,)))
         nums = [self.number(frozenset((sm.intern(rule_i, q, ESCAPE),))) if row else _DEAD
                 for q, row in enumerate(rule.trans)]
-        src: list[int] = []
-        for q, row in enumerate(rule.trans):
-            src += [q] * len(row)
-        byte = np.fromiter((b for row in rule.trans for b in row), dtype=np.int64, count=len(src))
-        dst = np.fromiter((t for row in rule.trans for t in row.values()), dtype=np.int64, count=len(src))
+        trans = rule.trans
+        src = np.repeat(np.arange(len(trans)), np.fromiter(map(len, trans), dtype=np.int64, count=len(trans)))
+        byte = np.fromiter(chain.from_iterable(trans), dtype=np.int64, count=src.size)
+        dst = np.fromiter(chain.from_iterable(row.values() for row in trans), dtype=np.int64, count=src.size)
         table = np.full((len(nums), 512), _DEAD, dtype=np.int32)
         table[:, 256:] = 0
         table[src, byte] = np.asarray(nums, dtype=np.int32)[dst]
@@ -279,14 +279,14 @@ class FrameRows(SetRows):
         """Stack ``sid`` (its chain ending at the escape) with ``parent`` in the escape's place."""
         got = self._rebased.get((sid, parent))
         if got is None:
-            sm, chain, x = self.sm, [], sid
+            sm, below, x = self.sm, [], sid
             while x > ESCAPE:
-                chain.append(sm.frames[x])
+                below.append(sm.frames[x])
                 x = sm.frames[x][2]
             if x != ESCAPE:
                 raise ValueError(f"stack {sid} does not end at the escape")
             got = parent
-            for rule_i, state, _ in reversed(chain):
+            for rule_i, state, _ in reversed(below):
                 got = sm.intern(rule_i, state, got)
             self._rebased[(sid, parent)] = got
         return got
