@@ -233,8 +233,9 @@ class MaskBuilder:
         self._set_masks: dict[StackSet, np.ndarray] = {}
         self._hits: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._key_lists: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}
+        self._hit_rows: dict[tuple[int, frozenset[int]], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._reads_memo: dict[tuple[int, int], frozenset[int]] = {}
-        self._iso_reads: dict[tuple[int, int], tuple[list[int], list[tuple[int, int]]]] = {}
+        self._iso_reads: dict[tuple[int, int], tuple[frozenset[int], tuple[bytes, ...], list[tuple[int, ...]]]] = {}
         self._facts: dict[tuple, _StateFacts] = {}  # what this grammar uses (the shared cache may forget)
         self._empty = np.zeros(vocab.words, dtype=np.uint32)
         self._token_reach: int | None = None
@@ -358,12 +359,16 @@ class MaskBuilder:
         key = (id(rems), parent)  # rems stays alive: the builder's facts memo holds it
         got = self._hits.get(key)
         if got is None:
-            hits: list[int] = []
+            hits: frozenset[int] = frozenset()
             if rems.keys:
                 with recursion_room():  # a rest may cross as many frames as the stack is deep
-                    hits = sorted(self._reads(self._key_list(rems.keys), parent))
-            arr = rems.rows(hits)
-            got = (arr[:, 0], arr[:, 1], arr[:, 2])
+                    hits = self._reads(self._key_list(rems.keys), parent)
+            # many parents read the same remainders alike (nested blocks): their rows once
+            rows_key = (id(rems), hits)
+            got = self._hit_rows.get(rows_key)
+            if got is None:
+                arr = rems.rows(sorted(hits))
+                got = self._hit_rows[rows_key] = (arr[:, 0], arr[:, 1], arr[:, 2])
             self._hits[key] = got
         return got
 
@@ -389,25 +394,25 @@ class MaskBuilder:
             return got
         sm = self.sm
         rule_i, state, parent = sm.frames[sid] if sid > ESCAPE else (-1, None, -1)
-        out: set[int] = set()
+        got = frozenset()
         if rule_i == GUARD and parent > ESCAPE:  # what the stack below reads, no forbidden first byte
-            out.update(k for k in self._reads(keys, parent) if not keys[k] or keys[k][0] not in state)  # type: ignore[operator]
+            got = frozenset(k for k in self._reads(keys, parent) if not keys[k] or keys[k][0] not in state)  # type: ignore[operator]
         elif rule_i >= 0:
-            inside, crossing = self._isolated_reads(keys, sid)
-            out.update(inside)
-            if crossing:
-                rest = self._key_list(sorted({keys[k][d:] for k, d in crossing}))
-                read = {rest[j] for j in self._reads(rest, parent)}
-                out.update(k for k, d in crossing if keys[k][d:] in read)
+            got, rest, owners = self._isolated_reads(keys, sid)
+            read = self._reads(rest, parent) if rest else ()
+            if read:  # the keys whose rest the parent reads
+                got = got.union(*[owners[j] for j in read])
         elif sid == ACCEPT and keys and not keys[0]:  # the end: the empty key only
-            out.add(0)
-        got = self._reads_memo[memo] = frozenset(out)
+            got = frozenset((0,))
+        self._reads_memo[memo] = got
         return got
 
-    def _isolated_reads(self, keys: tuple[bytes, ...], sid: int) -> tuple[list[int], list[tuple[int, int]]]:
-        """``(inside, crossing)`` of ``keys`` from the closure of stack ``sid``'s isolated top frame:
-        the keys read without returning from it, and ``(key, offset)`` where a key may return
-        and go on with its rest (a byte that may follow the rule, or nothing)."""
+    def _isolated_reads(self, keys: tuple[bytes, ...],
+                        sid: int) -> tuple[frozenset[int], tuple[bytes, ...], list[tuple[int, ...]]]:
+        """``(inside, rests, owners)`` of ``keys`` from the closure of stack ``sid``'s isolated
+        top frame: the keys read without returning from it, and the sorted distinct rests of the
+        keys that may return and go on (after a byte that may follow the rule, or nothing), with
+        ``owners[j]`` the keys whose rest is ``rests[j]``."""
         sm = self.sm
         iso = sm.isolated(sid)
         memo = (id(keys), iso)
@@ -415,13 +420,13 @@ class MaskBuilder:
         if got is not None:
             return got
         follow = sm.automaton.follow[sm.frames[sid][0]]
-        crossing: list[tuple[int, int]] = []
+        crossing: set[tuple[int, int]] = set()
 
         def on_escape(i: int, d: int, forbidden: frozenset[int]) -> None:
             hi = prefix_range_end(keys, keys[i][:d], i + 1, len(keys)) if d else len(keys)  # type: ignore[arg-type]
             for j in range(i, hi):
                 if len(keys[j]) == d or (keys[j][d] in follow and keys[j][d] not in forbidden):
-                    crossing.append((j, d))
+                    crossing.add((j, d))
 
         start = sm.closure(iso)
         found = [x for x in start if x in sm.escapes]  # the frame may return before any byte
@@ -429,7 +434,11 @@ class MaskBuilder:
             on_escape(0, 0, sm.escapes[x])
         inside = walk_keys(keys, start - set(found), sm.step_set, sm.next_bytes,  # type: ignore[arg-type]
                            on_escape=on_escape, escapes=sm.escapes)
-        got = self._iso_reads[memo] = (inside, sorted(set(crossing)))
+        by_rest: dict[bytes, list[int]] = {}
+        for k, d in crossing:
+            by_rest.setdefault(keys[k][d:], []).append(k)
+        rests = self._key_list(sorted(by_rest))
+        got = self._iso_reads[memo] = (frozenset(inside), rests, [tuple(by_rest[r]) for r in rests])
         return got
 
     # ---------------------------------------------------------------- shared facts
