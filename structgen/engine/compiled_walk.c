@@ -345,6 +345,23 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Sort a few int64 in place: insertion sort where qsort's call per compare would dominate. */
+static void sort_i64(int64_t *a, Py_ssize_t n) {
+    if (n > 16) {
+        qsort(a, n, sizeof(int64_t), cmp_i64);
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        int64_t x = a[i];
+        Py_ssize_t j = i;
+        while (j > 0 && a[j - 1] > x) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = x;
+    }
+}
+
 #define MAX_CODES 64
 
 /* comps[at:at+n] is the position after keys[lo:hi]'s shared first d bytes. */
@@ -431,7 +448,7 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
             break;
         Py_ssize_t m = w->comps.len - child;
         if (m > 1) { /* one component once */
-            qsort(w->comps.data + child, m, sizeof(int64_t), cmp_i64);
+            sort_i64(w->comps.data + child, m);
             Py_ssize_t u = 1;
             for (Py_ssize_t j = 1; j < m; j++)
                 if (w->comps.data[child + j] != w->comps.data[child + u - 1])
