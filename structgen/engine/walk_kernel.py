@@ -183,9 +183,10 @@ class FrameRows(SetRows):
         rest: list[int] = []
         for s in stacks:
             rule_i, state, up = frames[s]
-            if rule_i >= 0 and leafy[rule_i]:
-                pairs.append((self._leaf_set(rule_i, state), up))  # type: ignore[arg-type]
-            else:
+            k = self._leaf_set(rule_i, state) if rule_i >= 0 and leafy[rule_i] else _DEAD  # type: ignore[arg-type]
+            if k >= 0:
+                pairs.append((k, up))
+            else:  # not a token, or (never in a closed set) a token state that reads nothing
                 rest.append(s)
         if not pairs:
             return self._rest_entry(stacks)
