@@ -17,7 +17,7 @@ from sql_data import pairs
 from structgen.engine.masks import walk_keys
 from structgen.engine.vocab import Vocabulary, vocabulary_for
 from structgen.engine.walk_kernel import (FrameRows, SetRows, crossing_keys, kernel_available, kernel_built,
-                                          walk_index)
+                                          walk_crossings, walk_index)
 
 C_LIKE = r'''
 start: func+
@@ -89,6 +89,50 @@ def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_n
             assert got == reported
             walked += 1
     assert walked > 50
+
+
+@pytest.mark.parametrize("tokenizer_name", ["smollm2_tokenizer", "gemma_tokenizer"])
+def test_crossings_found_during_the_walk_are_those_of_its_escapes(request, tokenizer_name):
+    # What masks use: the crossing tokens found in the walk itself, against the two passes they
+    # replace (the walk's escapes, merged per node, then crossing_keys), from every walked state
+    tokenizer = request.getfixturevalue(tokenizer_name)
+    index = vocabulary_for(tokenizer).index
+    walked = crossed = 0
+    for compiled, text in _cases(tokenizer):
+        sm = compiled.matcher().machine
+        starts = {sm.isolated(sid) for stacks in _states(compiled, tokenizer, text) for sid in stacks
+                  if sm.frames[sid][0] >= 0}
+        for iso in sorted(starts):
+            follow = sm.automaton.follow[sm.frames[iso][0]]
+            rows = FrameRows(sm)  # the reference walks rows of its own
+            keys, escapes = walk_index(index, rows, frozenset((iso,)))
+            want = _crossings_of(index, rows, escapes, follow)
+            got_keys, got = walk_crossings(index, FrameRows(sm), frozenset((iso,)), follow)
+            assert got_keys.tolist() == keys.tolist()
+            assert sorted(map(tuple, got.tolist())) == want
+            walked += 1
+            crossed += bool(want)
+    assert walked > 50 and crossed > 20
+
+
+def _crossings_of(index, rows, escapes, follow):
+    """crossing_keys of a walk's escapes, a node's markers merged (each allows what follows the
+    rule less what it forbids), as sorted (key, depth) pairs."""
+    merged = {}
+    for i, d, code in escapes.tolist():
+        markers, alive = merged.get((i, d), (frozenset(), False))
+        merged[(i, d)] = (markers | rows.markers[abs(code)], alive or code < 0)
+    events, allowed = [], [np.zeros(256, bool)]
+    for (i, d), (markers, alive) in merged.items():
+        ok = np.zeros(256, bool)
+        for x in markers:
+            ok[sorted(follow - rows.sm.escapes[x])] = True
+        allowed.append(ok)
+        events.append((i, d, -(len(allowed) - 1) if alive else len(allowed) - 1))
+    if not events:
+        return []
+    table = np.packbits(np.array(allowed), axis=1, bitorder="little")
+    return sorted(map(tuple, crossing_keys(index, np.array(events, np.int64), table).tolist()))
 
 
 def test_frame_rows_step_a_token_once_for_every_rule_that_calls_it(smollm2_tokenizer):

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define KERNEL_VERSION 3
+#define KERNEL_VERSION 4
 #define DEAD (-1)    /* a row entry: no set to walk on with */
 #define UNKNOWN (-2) /* a row entry: not stepped yet */
 
@@ -217,6 +217,13 @@ static PyObject *walk(PyObject *self, PyObject *args) {
  * return into P, and cont(code, P) gives what goes on (an entry as in a row, read with
  * P == ESCAPE) and the code of what escapes the walk there. Both callbacks are memoized here
  * per walk (Python memoizes them per grammar).
+ *
+ * Given follow (the bytes that may follow the walked rule) and blocked (per escape code, the
+ * bytes all its markers forbid next), walk_frames returns, instead of the escape events, what
+ * crossings makes of them, found during the walk: at a node where the walk escapes, the keys
+ * under a child whose byte is in follow and not blocked, and the key ending there unless the
+ * walk goes on (then it is inside). A SQL name state escapes at ~70,000 nodes and crosses at
+ * a handful: a second pass over every escape cost as much as a third of the walk.
  */
 
 typedef struct {
@@ -281,6 +288,15 @@ typedef struct {
     PyObject *configs;
     Memo rebased, conts;
     Vec comps; /* the components of every level being walked, a stack of lists */
+    /* crossings mode (follow given): instead of escape events, (key, depth) pairs of the keys
+     * that may go on past the walk's escape with a byte of follow less what the escape's
+     * markers all forbid (blocked[code], a 32-byte bit set each) */
+    const uint8_t *follow;
+    PyObject *blocked;
+    uint8_t (*allowed)[32]; /* per code, once known */
+    char *known;
+    Py_ssize_t nallowed;
+    Vec pairs;
 } FrameWalk;
 
 /* An int from a callback's result (a new reference, dropped here). */
@@ -364,8 +380,78 @@ static void sort_i64(int64_t *a, Py_ssize_t n) {
 
 #define MAX_CODES 64
 
-/* comps[at:at+n] is the position after keys[lo:hi]'s shared first d bytes. */
-static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, int64_t hi, int64_t d) {
+/* The bytes a key may go on with past an escape of this code: follow less blocked[code]. */
+static const uint8_t *allowed_of(FrameWalk *w, int64_t code) {
+    if (code < 0 || code >= PyList_GET_SIZE(w->blocked)) {
+        PyErr_Format(PyExc_ValueError, "escape code %lld has no blocked bytes", (long long)code);
+        return NULL;
+    }
+    if (code >= w->nallowed) {
+        Py_ssize_t n = w->nallowed ? w->nallowed : 64;
+        while (n <= code)
+            n *= 2;
+        uint8_t(*a)[32] = PyMem_Realloc(w->allowed, n * 32);
+        if (!a) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        w->allowed = a;
+        char *k = PyMem_Realloc(w->known, n);
+        if (!k) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        memset(k + w->nallowed, 0, n - w->nallowed);
+        w->known = k;
+        w->nallowed = n;
+    }
+    if (!w->known[code]) {
+        PyObject *b = PyList_GET_ITEM(w->blocked, code);
+        if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != 32) {
+            PyErr_Format(PyExc_ValueError, "blocked bytes of code %lld are not 32 bytes", (long long)code);
+            return NULL;
+        }
+        const uint8_t *bl = (const uint8_t *)PyBytes_AS_STRING(b);
+        for (int q = 0; q < 32; q++)
+            w->allowed[code][q] = w->follow[q] & ~bl[q];
+        w->known[code] = 1;
+    }
+    return w->allowed[code];
+}
+
+static inline int has_byte(const uint8_t *set, int b) { return (set[b >> 3] >> (b & 7)) & 1; }
+
+/* Pairs (j, d) for every key j in keys[lo:hi]. */
+static int push_range(FrameWalk *w, int64_t lo, int64_t hi, int64_t d) {
+    for (int64_t j = lo; j < hi; j++)
+        if (vec_push(&w->pairs, j) < 0 || vec_push(&w->pairs, d) < 0)
+            return -1;
+    return 0;
+}
+
+/* The crossings at node keys[lo:hi][:d] where the walk stops: the key ending there, and every
+ * key under a child whose byte is in ok. */
+static int cross_node(FrameWalk *w, int64_t lo, int64_t hi, int64_t d, const uint8_t *ok) {
+    const Index *ix = &w->base.ix;
+    if (KLEN(ix, lo) == d) {
+        if (push_range(w, lo, lo + 1, d) < 0)
+            return -1;
+        lo++;
+    }
+    while (lo < hi) {
+        int64_t z = subtree_end(ix, lo, d + 1);
+        if (has_byte(ok, BYTE(ix, lo, d)) && push_range(w, lo, z, d) < 0)
+            return -1;
+        lo = z;
+    }
+    return 0;
+}
+
+/* comps[at:at+n] is the position after keys[lo:hi]'s shared first d bytes; in crossings mode,
+ * cross (or NULL) is what the walk's escape at this node lets go on: the keys under a child
+ * whose byte it holds cross here. */
+static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, int64_t hi, int64_t d,
+                        const uint8_t *cross) {
     const Index *ix = &w->base.ix;
     if (KLEN(ix, lo) == d) {
         if (vec_push(&w->base.inside, lo) < 0)
@@ -391,6 +477,10 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
     while (!rc && lo < hi) {
         int b = BYTE(ix, lo, d);
         int64_t z = subtree_end(ix, lo, d + 1);
+        if (cross && has_byte(cross, b) && push_range(w, lo, z, d) < 0) {
+            rc = -1;
+            break;
+        }
         Py_ssize_t child = w->comps.len;
         int64_t codes[MAX_CODES];
         int ncodes = 0;
@@ -455,11 +545,26 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
                     w->comps.data[child + u++] = w->comps.data[child + j];
             w->comps.len = child + (m = u);
         }
-        for (int q = 0; q < ncodes && !rc; q++)
-            if (vec_push(&w->base.events, lo) < 0 || vec_push(&w->base.events, d + 1) < 0
-                || vec_push(&w->base.events, m ? -codes[q] : codes[q]) < 0)
+        uint8_t ok[32];
+        if (w->follow && ncodes) { /* crossings mode: what may go on past this escape */
+            memset(ok, 0, 32);
+            for (int q = 0; q < ncodes && !rc; q++) {
+                const uint8_t *a = allowed_of(w, codes[q]);
+                if (!a)
+                    rc = -1;
+                else
+                    for (int r = 0; r < 32; r++)
+                        ok[r] |= a[r];
+            }
+            if (!rc && !m && cross_node(w, lo, z, d + 1, ok) < 0)
                 rc = -1;
-        if (!rc && m && visit_frames(w, child, m, lo, z, d + 1) < 0)
+        } else {
+            for (int q = 0; q < ncodes && !rc; q++)
+                if (vec_push(&w->base.events, lo) < 0 || vec_push(&w->base.events, d + 1) < 0
+                    || vec_push(&w->base.events, m ? -codes[q] : codes[q]) < 0)
+                    rc = -1;
+        }
+        if (!rc && m && visit_frames(w, child, m, lo, z, d + 1, w->follow && ncodes ? ok : NULL) < 0)
             rc = -1;
         w->comps.len = child;
         lo = z;
@@ -473,12 +578,22 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
 
 static PyObject *walk_frames(PyObject *self, PyObject *args) {
     PyObject *blob, *offs, *lcp, *firsts, *ends, *rows, *fill, *sets, *configs;
+    PyObject *follow = Py_None, *blocked = Py_None;
     long long start;
-    if (!PyArg_ParseTuple(args, "OOOOOLO!OOO!:walk_frames", &blob, &offs, &lcp, &firsts, &ends,
-                          &start, &PyList_Type, &rows, &fill, &sets, &PyList_Type, &configs))
+    if (!PyArg_ParseTuple(args, "OOOOOLO!OOO!|OO:walk_frames", &blob, &offs, &lcp, &firsts, &ends,
+                          &start, &PyList_Type, &rows, &fill, &sets, &PyList_Type, &configs, &follow,
+                          &blocked))
         return NULL;
     FrameWalk w;
     memset(&w, 0, sizeof(w));
+    if (follow != Py_None) { /* crossings mode */
+        if (!PyBytes_Check(follow) || PyBytes_GET_SIZE(follow) != 32 || !PyList_Check(blocked)) {
+            PyErr_SetString(PyExc_TypeError, "follow must be 32 bytes and blocked a list");
+            return NULL;
+        }
+        w.follow = (const uint8_t *)PyBytes_AS_STRING(follow);
+        w.blocked = blocked;
+    }
     if (index_open(&w.base.ix, blob, offs, lcp, firsts, ends) < 0)
         return NULL;
     w.base.rows = rows;
@@ -491,10 +606,11 @@ static PyObject *walk_frames(PyObject *self, PyObject *args) {
     if (w.base.ix.n) {
         rc = vec_push(&w.comps, (int64_t)PACK(start, ESCAPE_SID));
         if (!rc)
-            rc = visit_frames(&w, 0, 1, 0, w.base.ix.n, 0);
+            rc = visit_frames(&w, 0, 1, 0, w.base.ix.n, 0, NULL);
     }
     if (!rc) {
-        PyObject *inside = vec_bytes(&w.base.inside), *events = vec_bytes(&w.base.events);
+        PyObject *inside = vec_bytes(&w.base.inside);
+        PyObject *events = vec_bytes(w.follow ? &w.pairs : &w.base.events);
         if (inside && events)
             out = PyTuple_Pack(2, inside, events);
         Py_XDECREF(inside);
@@ -503,6 +619,9 @@ static PyObject *walk_frames(PyObject *self, PyObject *args) {
     PyMem_Free(w.base.inside.data);
     PyMem_Free(w.base.events.data);
     PyMem_Free(w.comps.data);
+    PyMem_Free(w.pairs.data);
+    PyMem_Free(w.allowed);
+    PyMem_Free(w.known);
     Memo *memos[2] = {&w.rebased, &w.conts};
     for (int q = 0; q < 2; q++) {
         PyMem_Free(memos[q]->keys);
@@ -585,7 +704,8 @@ static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(blob, offs, lcp, firsts, ends, start, rows, fill, escaping) -> (inside, events)"},
     {"walk_frames", walk_frames, METH_VARARGS,
-     "walk_frames(blob, offs, lcp, firsts, ends, start, rows, fill, sets, configs) -> (inside, events)"},
+     "walk_frames(blob, offs, lcp, firsts, ends, start, rows, fill, sets, configs[, follow, blocked])"
+     " -> (inside, events), or (inside, crossing (key, depth) pairs) given follow"},
     {"crossings", crossings, METH_VARARGS,
      "crossings(blob, offs, lcp, firsts, ends, events, allowed) -> (key, depth) pairs"},
     {NULL, NULL, 0, NULL},

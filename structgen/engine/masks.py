@@ -63,7 +63,7 @@ from structgen.engine.disk_cache import cache_dir, code_digest, disk_cache_enabl
 from structgen.engine.sealed import read_sealed, write_sealed
 from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet
 from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
-from structgen.engine.walk_kernel import FrameRows, crossing_keys, kernel_available, walk_index
+from structgen.engine.walk_kernel import FrameRows, kernel_available, walk_crossings
 
 __all__ = ["MaskBuilder", "walk_keys"]
 
@@ -177,7 +177,7 @@ class _Remainders:
 
     @staticmethod
     def of_keys(idx: TokenIndex, pairs: np.ndarray) -> "_Remainders":
-        """From rows ``(key, depth)`` of the index (:func:`~structgen.engine.walk_kernel.crossing_keys`):
+        """From rows ``(key, depth)`` of the index (:func:`~structgen.engine.walk_kernel.walk_crossings`):
         each key's tokens cross with the remainder after ``depth`` bytes, no items counted."""
         by: dict[bytes, list[tuple[int, int, int]]] = {}
         keys, ids = idx.keys, idx.ids
@@ -524,16 +524,8 @@ class MaskBuilder:
 
     def _walk_plain_compiled(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
         """:meth:`_walk_plain` with the compiled walk (:mod:`structgen.engine.walk_kernel`)."""
-        idx, rows = self.index, self._rows
-        inside, escapes = _one_code_a_node(rows, walk_index(idx, rows, frozenset((iso,))))
-        # per marker code, the bytes a crossing token may go on with: what follows the rule,
-        # less what any of the markers forbids (each marker alone, as walk_keys reports them)
-        allowed = np.zeros((len(rows.markers), 256), dtype=bool)
-        for code in np.flatnonzero(np.bincount(np.abs(escapes[:, 2]))).tolist():  # codes are small
-            for x in rows.markers[code]:
-                forbidden = self.sm.escapes[x]
-                allowed[code, list(follow - forbidden if forbidden else follow)] = True
-        pairs = crossing_keys(idx, escapes, np.packbits(allowed, axis=1, bitorder="little"))
+        idx = self.index
+        inside, pairs = walk_crossings(idx, self._rows, frozenset((iso,)), follow)
         return ids_to_mask(idx.token_ids(inside), self.vocab.words), _Remainders.of_keys(idx, pairs)
 
     def _counted_facts(self, rule_i: int, q: int) -> _StateFacts:
@@ -585,24 +577,6 @@ class MaskBuilder:
                 top = d - 1
                 i = idx.subtree_end(i, d)
         return started, _Remainders.build(entries)
-
-
-def _one_code_a_node(rows: FrameRows, walked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The walk with the escape codes a node reported several times (several frames returned
-    there) merged into one, so that a key ending at the node crosses once."""
-    inside, escapes = walked
-    if len(escapes) < 2:
-        return walked
-    # a node's codes are reported one after another
-    if not ((escapes[1:, 0] == escapes[:-1, 0]) & (escapes[1:, 1] == escapes[:-1, 1])).any():
-        return walked
-    merged: dict[tuple[int, int], tuple[set[int], bool]] = {}
-    for i, d, code in escapes.tolist():
-        markers, _ = merged.setdefault((i, d), (set(), code < 0))
-        markers.update(rows.markers[abs(code)])
-    out = [(i, d, -rows.code_of(frozenset(m)) if alive else rows.code_of(frozenset(m)))
-           for (i, d), (m, alive) in merged.items()]
-    return inside, np.array(out, dtype=np.int64).reshape(-1, 3)
 
 
 def _disk_name(key: tuple) -> tuple[str, str]:

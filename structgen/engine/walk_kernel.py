@@ -47,11 +47,12 @@ try:
 except ImportError:  # not built: no C compiler at install
     _kernel = None
 
-__all__ = ["SetRows", "FrameRows", "kernel_built", "kernel_available", "walk_index", "crossing_keys"]
+__all__ = ["SetRows", "FrameRows", "kernel_built", "kernel_available", "walk_index", "walk_crossings",
+           "crossing_keys"]
 
 #: The ``compiled_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left
 #: from another version is not used.
-KERNEL_VERSION = 3
+KERNEL_VERSION = 4
 
 _DEAD, _UNKNOWN = -1, -2  # row entries as compiled_walk.c reads them
 _DEAD_ROW = array("i", [_DEAD] * 256 + [0] * 256)
@@ -163,6 +164,9 @@ class FrameRows(SetRows):
         self._rebased: dict[tuple[int, int], int] = {}
         self._conts: dict[tuple[int, int], int] = {}
         self._leaf_nums: dict[int, list[int]] = {}
+        #: per marker code, the bytes all its markers forbid next (32-byte bit sets; the kernel
+        #: reads these to find crossings during the walk): code 0, no marker, lets nothing on
+        self.blocked: list[bytes] = [b"\xff" * 32]
         #: rules stepped from their table: plain automata with no calls (lexer tokens)
         self._leafy = [not (r.counted or r.unordered is not None or any(r.calls))
                        and len(r.trans) <= _LEAF_STATES for r in machine.rules]
@@ -229,6 +233,24 @@ class FrameRows(SetRows):
                     out.append((self.number(frozenset(plain)), ESCAPE))
                 return self._config(out)
         return self.number(stacks)  # one set, under the parent the stepped set had
+
+    def code_of(self, markers: frozenset[int]) -> int:
+        """:meth:`SetRows.code_of`, with :attr:`blocked` kept beside :attr:`markers`."""
+        got = self._codes.get(markers)
+        if got is None:
+            common: frozenset[int] | None = None
+            for x in markers:
+                forbidden = self.sm.escapes[x]
+                common = forbidden if common is None else common & forbidden
+            bits = _bits(range(256) if common is None else common)
+            with self._lock:
+                got = self._codes.get(markers)
+                if got is None:
+                    got = len(self.markers)
+                    self.blocked.append(bits)  # first: the kernel reads it once it meets the code
+                    self.markers.append(markers)
+                    self._codes[markers] = got
+        return got
 
     def _config(self, pairs: list[tuple[int, int]]) -> int:
         """The row entry of the configuration of these (set, parent) pairs."""
@@ -329,6 +351,28 @@ def walk_index(index: TokenIndex, rows: SetRows, start: StackSet) -> tuple[np.nd
         inside, events = _kernel.walk(*index.tables(), rows.number(start), rows.rows, rows.fill,
                                       rows.escaping)
     return np.frombuffer(inside, dtype=np.int64), np.frombuffer(events, dtype=np.int64).reshape(-1, 3)
+
+
+def walk_crossings(index: TokenIndex, rows: FrameRows, start: StackSet,
+                   follow: frozenset[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, crossings)``: :func:`walk_index`'s keys, and instead of its escapes, what
+    :func:`crossing_keys` makes of them, found during the walk: rows ``(key, depth)`` of the keys
+    that may go on past the walk's escape at depth ``depth`` (ending there, the walk stopped;
+    or with a next byte in ``follow`` that not all the escape's markers forbid)."""
+    _require_kernel()
+    if not index.keys:
+        return np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
+    inside, pairs = _kernel.walk_frames(*index.tables(), rows.number(start), rows.rows, rows.fill, rows,
+                                        rows.configs, _bits(follow), rows.blocked)
+    return np.frombuffer(inside, dtype=np.int64), np.frombuffer(pairs, dtype=np.int64).reshape(-1, 2)
+
+
+def _bits(byte_set) -> bytes:
+    """A set of bytes as 32 bytes, bit ``b & 7`` of byte ``b >> 3``."""
+    out = bytearray(32)
+    for b in byte_set:
+        out[b >> 3] |= 1 << (b & 7)
+    return bytes(out)
 
 
 def crossing_keys(index: TokenIndex, escapes: np.ndarray, allowed: np.ndarray) -> np.ndarray:
