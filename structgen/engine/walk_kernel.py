@@ -40,7 +40,7 @@ from itertools import chain
 import numpy as np
 
 from structgen.engine.pda import ESCAPE, GUARD, StackMachine, StackSet
-from structgen.engine.vocab import TokenIndex
+from structgen.engine.vocab import TokenIndex, ids_to_mask
 
 try:
     from structgen.engine import compiled_walk as _kernel  # type: ignore[attr-defined]
@@ -103,14 +103,18 @@ class SetRows:
         """The code naming this set of escape markers (:attr:`markers` ``[code]``)."""
         return self._interned(self._codes, self.markers, markers)
 
-    def _interned(self, ids: dict, values: list, value) -> int:
-        """``value``'s index in ``values``, appended (and recorded in ``ids``) when new."""
+    def _interned(self, ids: dict, values: list, value, beside: tuple[list, object] | None = None) -> int:
+        """``value``'s index in ``values``, appended (and recorded in ``ids``) when new; with
+        ``beside`` ``(other list, item)``, the item is appended to the other list first, at the
+        same index, for the kernel reads it once it meets the index."""
         got = ids.get(value)
         if got is None:
             with self._lock:
                 got = ids.get(value)
                 if got is None:
                     got = len(values)
+                    if beside is not None:
+                        beside[0].append(beside[1])
                     values.append(value)
                     ids[value] = got
         return got
@@ -192,24 +196,15 @@ class FrameRows(SetRows):
                 pairs.append((k, up))
             else:  # not a token, or (never in a closed set) a token state that reads nothing
                 rest.append(s)
-        if not pairs:
-            return self._rest_entry(stacks)
         if rest:
-            pairs += self._rest_pairs(frozenset(rest))
+            pairs += self._rest_pairs(stacks if not pairs else frozenset(rest))
         if len(pairs) == 1 and pairs[0][1] == ESCAPE:
-            return pairs[0][0]
-        return self._config(pairs)
+            return pairs[0][0]  # one set, under the parent the stepped set had
+        return _SPLIT - self._interned(self._config_ids, self.configs, _packed(pairs))
 
     def _rest_pairs(self, stacks: StackSet) -> list[tuple[int, int]]:
-        """``stacks`` (no leaf frames) as the (set, parent) pairs :meth:`_rest_entry` makes."""
-        got = self._rest_entry(stacks)
-        if got >= 0:
-            return [(got, ESCAPE)]
-        flat = array("q")
-        flat.frombytes(self.configs[_SPLIT - got])
-        return list(zip(flat[::2], flat[1::2]))
-
-    def _rest_entry(self, stacks: StackSet) -> int:
+        """``stacks`` (no token frames) as (set, parent) pairs: whole, or split as :meth:`_entry`
+        says."""
         sm = self.sm
         frames = sm.frames
         plain: list[int] = []
@@ -231,8 +226,8 @@ class FrameRows(SetRows):
                 out = [(alone, parent)]
                 if plain:
                     out.append((self.number(frozenset(plain)), ESCAPE))
-                return self._config(out)
-        return self.number(stacks)  # one set, under the parent the stepped set had
+                return out
+        return [(self.number(stacks), ESCAPE)]
 
     def code_of(self, markers: frozenset[int]) -> int:
         """:meth:`SetRows.code_of`, with :attr:`blocked` kept beside :attr:`markers`."""
@@ -243,18 +238,8 @@ class FrameRows(SetRows):
                 forbidden = self.sm.escapes[x]
                 common = forbidden if common is None else common & forbidden
             bits = _bits(range(256) if common is None else common)
-            with self._lock:
-                got = self._codes.get(markers)
-                if got is None:
-                    got = len(self.markers)
-                    self.blocked.append(bits)  # first: the kernel reads it once it meets the code
-                    self.markers.append(markers)
-                    self._codes[markers] = got
+            got = self._interned(self._codes, self.markers, markers, beside=(self.blocked, bits))
         return got
-
-    def _config(self, pairs: list[tuple[int, int]]) -> int:
-        """The row entry of the configuration of these (set, parent) pairs."""
-        return _SPLIT - self._interned(self._config_ids, self.configs, _packed(pairs))
 
     def fill(self, k: int, byte: int) -> None:
         """:meth:`SetRows.fill`, where a leaf rule's state alone has its rows made for every
@@ -368,11 +353,8 @@ def walk_crossings(index: TokenIndex, rows: FrameRows, start: StackSet,
 
 
 def _bits(byte_set) -> bytes:
-    """A set of bytes as 32 bytes, bit ``b & 7`` of byte ``b >> 3``."""
-    out = bytearray(32)
-    for b in byte_set:
-        out[b >> 3] |= 1 << (b & 7)
-    return bytes(out)
+    """A set of bytes as 32 bytes, bit ``b & 7`` of byte ``b >> 3`` (a 256-token mask)."""
+    return ids_to_mask(np.fromiter(byte_set, dtype=np.int64), 8).tobytes()
 
 
 def crossing_keys(index: TokenIndex, escapes: np.ndarray, allowed: np.ndarray) -> np.ndarray:
