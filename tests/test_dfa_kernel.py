@@ -1,0 +1,144 @@
+"""The Lark lexer's token split in C (``structgen/core/compiled_dfa.c``) against the same split in
+Python (:func:`structgen.core.dfa.split_product` with ``STRUCTGEN_DFA_KERNEL=0``): equal rows,
+state numbers included, on random automata and on every terminal of real grammars; the same
+budget and state-limit outcomes; malformed input refused."""
+
+from __future__ import annotations
+
+import random
+from array import array
+from pathlib import Path
+
+import pytest
+
+from structgen.core import dfa
+from structgen.core.budget import compile_budget
+from structgen.errors import BudgetExceededError, CompileError
+from structgen.frontends.lark.reader import read_grammar
+from structgen.frontends.sql import read_schema, sql_grammar_text
+from sql_data import SQL_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def both(monkeypatch, *args):
+    """``split_product(*args)`` in Python, then in C."""
+    out = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", on)
+        out.append(dfa.split_product(*args))
+    return out
+
+
+def random_rows(rng: random.Random, n: int):
+    """A random grouped DFA of ``n`` states over a few overlapping byte classes."""
+    classes = [frozenset(rng.sample(range(8), rng.randint(1, 4))) for _ in range(5)]
+    trans = []
+    for q in range(n):
+        row: dict = {}
+        for bs in rng.sample(classes, rng.randint(0, 3)):
+            for b in bs:
+                row.setdefault(b, rng.randrange(n) if rng.random() < 0.6 else min(n - 1, q + 1))
+        trans.append(row)
+    return dfa.grouped(trans)
+
+
+def test_the_kernel_is_built():
+    """CI installs with a C compiler: the split must run in C there (Python is the fallback)."""
+    assert dfa._kernel is not None and dfa._kernel.VERSION == dfa.KERNEL_VERSION, \
+        "structgen/core/compiled_dfa.c was not built: run make setup"
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_random_products_split_alike(seed, monkeypatch):
+    rng = random.Random(seed)
+    ra, rb = random_rows(rng, rng.randint(1, 30)), random_rows(rng, rng.randint(1, 30))
+    accept_a = [rng.random() < 0.4 for _ in ra]
+    class_b = [rng.choice([-1, 0, 1, 2]) for _ in rb]
+    python, c = both(monkeypatch, ra, accept_a, rb, class_b, 10_000, "test")
+    assert c == python
+
+
+def test_random_products_do_split_trim_and_shrink(monkeypatch):
+    """The random cases exercise what they are there for: several classes, trimmed states,
+    and states merged by minimizing (a test of only trivial products would pass anything)."""
+    classes = trimmed = merged = 0
+    monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", "0")
+    for seed in range(200):
+        rng = random.Random(seed)
+        ra, rb = random_rows(rng, rng.randint(1, 30)), random_rows(rng, rng.randint(1, 30))
+        accept_a = [rng.random() < 0.4 for _ in ra]
+        class_b = [rng.choice([-1, 0, 1, 2]) for _ in rb]
+        rows, order = dfa.product_rows(ra, rb, 10_000, "test")
+        got = dfa.split_product(ra, accept_a, rb, class_b, 10_000, "test")
+        classes += len(got) > 1
+        for c, _, _ in got:
+            acc = [accept_a[p] and class_b[q] == c for p, q in order]
+            kept = len(dfa.trim_rows(rows, acc)[0])
+            trimmed += kept < len(rows)
+            merged += len(dfa.minimize_rows(*dfa.trim_rows(rows, acc))[0]) < kept
+    assert classes > 30 and trimmed > 50 and merged > 20, (classes, trimmed, merged)
+
+
+def test_a_long_chain(monkeypatch):
+    """As many refinement rounds as states: 3,000 in a row (the C refinement re-signs only
+    states whose successor moved, as the Python one does)."""
+    chain = [[(dfa.mask_of([97, 98]), q + 1)] for q in range(3000)] + [[]]
+    anything = [[(dfa.mask_of(range(256)), 0)]]
+    python, c = both(monkeypatch, chain, [q % 7 == 0 for q in range(3001)], anything, [0], 10_000, "chain")
+    assert c == python and len(c[0][1]) == 2997  # trimmed after the last accepting state, 2996
+
+
+@pytest.mark.parametrize("grammar", ["json", "arithmetic", "c-like", "sql"])
+def test_real_grammars_lex_alike(grammar, monkeypatch):
+    """Every terminal of real grammars: the grammar IR the lexer writes is the same either way."""
+    if grammar == "sql":
+        text = sql_grammar_text(read_schema(SQL_DIR / "databases" / "car_dealership.sqlite"), strict=False)
+    elif grammar == "c-like":
+        text = (ROOT / "benchmarks" / "data" / "grammar_c_expr.lark").read_text()
+    else:
+        text = (ROOT / "structgen" / "grammars" / f"{grammar}.lark").read_text()
+    out = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", on)
+        out.append(read_grammar(text))
+    assert out[0] == out[1]
+    assert any("#" in name for name, _ in out[1].rules)  # some token was split by what follows
+
+
+@pytest.mark.parametrize("limit", [40, 300, 600])
+def test_the_state_limit_and_the_budget_stop_it_alike(limit, monkeypatch):
+    """A product past the state limit is a CompileError, and a budget it exceeds is a
+    BudgetExceededError, the same in C as in Python, after the same charges."""
+    counter = [[(dfa.mask_of([97]), (q + 1) % 500)] for q in range(500)]
+    anything = [[(dfa.mask_of(range(256)), 0)]]
+    for budget in (None, 1_000, 5_000):
+        outcome = []
+        for on in ("0", "1"):
+            monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", on)
+            try:
+                with compile_budget(budget):
+                    got = dfa.split_product(counter, [True] * 500, anything, [0], limit, "a counter")
+                outcome.append(("ok", len(got[0][1])))
+            except BudgetExceededError as err:
+                outcome.append(("budget", str(err)))
+            except CompileError as err:
+                outcome.append(("limit", str(err)))
+        assert outcome[0] == outcome[1], (budget, outcome)
+
+
+def test_malformed_input_is_refused():
+    kernel = dfa._kernel
+    offsets, masks, targets = dfa._packed([[(dfa.mask_of([97]), 0)]])
+    with pytest.raises(ValueError, match="malformed"):  # a target past the last state
+        kernel.split_product(offsets, masks, array("i", [5]), b"\x01", offsets, masks, targets,
+                             array("i", [0]), 10)
+    with pytest.raises(ValueError, match="malformed"):  # masks of the wrong length
+        kernel.split_product(offsets, masks[:-1], targets, b"\x01", offsets, masks, targets,
+                             array("i", [0]), 10)
+    with pytest.raises(ValueError, match="wrong size"):
+        kernel.split_product(offsets, masks, targets, b"\x01\x01", offsets, masks, targets,
+                             array("i", [0]), 10)
+    with pytest.raises(ValueError, match="out of range"):
+        kernel.split_product(offsets, masks, targets, b"\x01", offsets, masks, targets,
+                             array("i", [-2]), 10)
