@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Callable
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows,
-                                minimize, minimize_rows, product_rows, rows_of, trim, trim_rows)
+                                kernel_available, minimize, minimize_rows, product_rows, rows_of, split_product,
+                                trim, trim_rows)
 from structgen.core.ir import Expr, Fsm
 
 __all__ = ["to_fsm", "intersect", "difference", "shortest_matches", "matches", "state_count", "length_range",
@@ -48,6 +49,9 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
     rows, accept = rows_of(exprs[0])
     for e in exprs[1:]:
         rb, ab = rows_of(e)
+        if kernel_available():
+            rows, accept = _kernel_product(rows, accept, rb, [0 if x else -1 for x in ab], limit, what)
+            continue
         rows, order = product_rows(rows, rb, limit, what)
         rows, accept = _minimal(*trim_rows(rows, [accept[p] and ab[q] for p, q in order]))
     return fsm_of_rows(rows, accept)
@@ -56,6 +60,15 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
 def _minimal(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
     """Minimized, unless too large for Moore refinement in Python (then only trimmed)."""
     return minimize_rows(rows, accept) if len(rows) <= MINIMIZE_UP_TO else (rows, accept)
+
+
+def _kernel_product(ra: Rows, aa: list[bool], rb: Rows, class_b: list[int], limit: int,
+                    what: str) -> tuple[Rows, list[bool]]:
+    """The product accepting where ``a`` does and ``class_b`` is 0, trimmed and minimized in C
+    (:func:`~structgen.core.dfa.split_product`: the same rows as the Python path below
+    :data:`MINIMIZE_UP_TO` states, and minimized above it too)."""
+    got = split_product(ra, aa, rb, class_b, limit, what)
+    return (got[0][1], got[0][2]) if got else ([[]], [False])
 
 
 def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DEFAULT_STATE_LIMIT,
@@ -110,6 +123,12 @@ def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str 
     # a trie of a few hundred defined keys: a step per byte was 10^6 steps).
     (ra, aa), (rb, ab) = rows_of(a), rows_of(b)
     b_reads = [sum(m for m, _ in row) for row in rb]  # a row's masks are disjoint
+    if kernel_available():  # b completed by a sink state: where b can no longer match
+        sink, every = len(rb), (1 << 256) - 1
+        completed = [row + [(every & ~reads, sink)] if reads != every else row for row, reads in zip(rb, b_reads)]
+        rows, accept = _kernel_product(ra, aa, completed + [[(every, sink)]], [-1 if x else 0 for x in ab] + [0],
+                                       limit, what)
+        return fsm_of_rows(rows, accept)
 
     def step(state: tuple[int, int]):
         p, q = state  # q == -1: b can no longer match
