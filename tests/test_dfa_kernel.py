@@ -13,6 +13,7 @@ import pytest
 
 from structgen.core import dfa
 from structgen.core.budget import compile_budget
+from structgen.core.ir import ByteClass, Fsm
 from structgen.errors import BudgetExceededError, CompileError
 from structgen.frontends.lark.reader import read_grammar
 from structgen.frontends.sql import read_schema, sql_grammar_text
@@ -166,3 +167,31 @@ def test_differences_and_intersections_alike(seed, monkeypatch):
         monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", on)
         out.append((regular.difference(a, b), regular.intersect(a, b)))
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_fsm_of_rows_orders_each_row_by_byte(seed):
+    """fsm_of_rows shares byte classes across calls and sorts a row by its classes' lowest
+    bytes: the same node as classes made afresh and sorted by their ranges."""
+    rng = random.Random(seed)
+    rows = random_rows(rng, rng.randint(1, 30))
+    accept = [rng.random() < 0.5 for _ in rows]
+    edges = tuple(tuple(sorted(((ByteClass(dfa.ranges_of(bs)), t) for bs, t in row), key=lambda e: e[0].ranges))
+                  for row in rows)
+    assert dfa.fsm_of_rows(rows, accept) == Fsm(edges, frozenset(q for q, a in enumerate(accept) if a))
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_fsm_nodes_made_in_c_are_those_of_the_rows(seed, monkeypatch):
+    """split_fsms in C builds each class's IR node itself: the node fsm_of_rows makes of the
+    Python split's rows."""
+    rng = random.Random(seed)
+    ra, rb = random_rows(rng, rng.randint(1, 30)), random_rows(rng, rng.randint(1, 30))
+    accept_a = [rng.random() < 0.4 for _ in ra]
+    class_b = [rng.choice([-1, 0, 1, 2]) for _ in rb]
+    out = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", on)
+        out.append(dfa.split_fsms(ra, accept_a, rb, class_b, 10_000, "test"))
+    assert out[1] == out[0]
+    assert all(isinstance(fsm, Fsm) for _, fsm in out[1])

@@ -533,18 +533,27 @@ typedef struct {
     Py_ssize_t cap;
 } Ints;
 
-static PyObject *mask_int(const Masks *ms, Ints *cache, int32_t id) {
+/* The slot of id in the cache, grown to hold it (NULL: no memory). */
+static PyObject **ints_slot(Ints *cache, int32_t id) {
     if (id >= cache->cap) {
         Py_ssize_t cap = cache->cap ? cache->cap : 256;
         while (cap <= id)
             cap *= 2;
         PyObject **items = PyMem_Realloc(cache->items, cap * sizeof(PyObject *));
-        if (!items)
-            return PyErr_NoMemory();
+        if (!items) {
+            PyErr_NoMemory();
+            return NULL;
+        }
         memset(items + cache->cap, 0, (cap - cache->cap) * sizeof(PyObject *));
         cache->items = items;
         cache->cap = cap;
     }
+    return &cache->items[id];
+}
+
+static PyObject *mask_int(const Masks *ms, Ints *cache, int32_t id) {
+    if (!ints_slot(cache, id))
+        return NULL;
     if (!cache->items[id]) {
         const Mask *m = &AT(ms->masks, Mask, id);
         PyObject *acc = PyLong_FromUnsignedLongLong(m->w[3]);
@@ -563,9 +572,40 @@ static PyObject *mask_int(const Masks *ms, Ints *cache, int32_t id) {
     return cache->items[id];
 }
 
+/* The lowest byte of a non-empty mask (a row's masks are disjoint: their order). */
+static int lowest_byte(const Mask *m) {
+    for (int w = 0; w < 4; w++)
+        if (m->w[w]) {
+            uint64_t x = m->w[w];
+            int b = 64 * w;
+            while (!(x & 1)) {
+                x >>= 1;
+                b++;
+            }
+            return b;
+        }
+    return 256;
+}
+
+/* The byte class of a mask id: byte_class(mask) called once per id; a new reference. */
+static PyObject *class_of(const Masks *ms, Ints *ints, Ints *classes, PyObject *byte_class, int32_t id) {
+    PyObject **slot = ints_slot(classes, id);
+    if (!slot)
+        return NULL;
+    if (!*slot) {
+        PyObject *mask = mask_int(ms, ints, id);
+        if (!mask)
+            return NULL;
+        *slot = PyObject_CallOneArg(byte_class, mask);
+        Py_DECREF(mask);
+    }
+    Py_XINCREF(*slot);
+    return *slot;
+}
+
 /* One class's automaton: trimmed to `acc` (state 0 kept), minimized, as (rows, accept). */
-static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, const int32_t *cls, int32_t c,
-                           Py_ssize_t *visits) {
+static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, Ints *classes, PyObject *byte_class,
+                           const int32_t *cls, int32_t c, Py_ssize_t *visits) {
     Py_ssize_t n = p->pa.len;
     const int32_t *off = (const int32_t *)p->off.data, *tgt = (const int32_t *)p->etgt.data,
                   *mid = (const int32_t *)p->emask.data;
@@ -627,13 +667,24 @@ static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, const int32_
             order[block[q]] = (int32_t)count;
             first[count++] = (int32_t)q;
         }
-    rows = PyList_New(count);
-    accept = PyList_New(count);
+    /* rows: a list of [(mask, target)]; or, given byte_class, the edges of an IR Fsm: a tuple
+     * of rows, each a tuple of (byte class, target) in byte order, and accept the frozenset of
+     * accepting states */
+    rows = byte_class ? PyTuple_New(count) : PyList_New(count);
+    accept = byte_class ? PyList_New(0) : PyList_New(count);
     if (!rows || !accept)
         goto out;
     for (Py_ssize_t k = 0; k < count; k++) {
         int32_t q = first[k];
-        PyList_SET_ITEM(accept, k, PyBool_FromLong(acc[q]));
+        if (!byte_class)
+            PyList_SET_ITEM(accept, k, PyBool_FromLong(acc[q]));
+        else if (acc[q]) {
+            PyObject *num = PyLong_FromSsize_t(k);
+            int bad = !num || PyList_Append(accept, num) < 0;
+            Py_XDECREF(num);
+            if (bad)
+                goto out;
+        }
         /* the row's masks merged per target block, in first-seen order (as dfa._merged_row) */
         int32_t targets[256];
         int nt = 0;
@@ -651,21 +702,44 @@ static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, const int32_
                     mmask[merged[tb]].w[w] |= m->w[w];
             }
         }
-        PyObject *row = PyList_New(nt);
-        if (!row)
-            goto out;
-        PyList_SET_ITEM(rows, k, row);
+        int32_t ids[256], lows[256];
         for (int x = 0; x < nt; x++) {
             merged[targets[x]] = -1;
-            int32_t id = masks_id(ms, &mmask[x]);
-            if (id < 0)
+            if ((ids[x] = masks_id(ms, &mmask[x])) < 0)
                 goto out;
-            PyObject *mask = mask_int(ms, ints, id);
-            PyObject *pair = mask ? Py_BuildValue("(Ni)", mask, targets[x]) : NULL;
+            lows[x] = lowest_byte(&mmask[x]);
+        }
+        if (byte_class) /* in byte order: by lowest byte, insertion sort of a few */
+            for (int x = 1; x < nt; x++)
+                for (int y = x; y > 0 && lows[y - 1] > lows[y]; y--) {
+                    int32_t t;
+                    t = lows[y], lows[y] = lows[y - 1], lows[y - 1] = t;
+                    t = ids[y], ids[y] = ids[y - 1], ids[y - 1] = t;
+                    t = targets[y], targets[y] = targets[y - 1], targets[y - 1] = t;
+                }
+        PyObject *row = byte_class ? PyTuple_New(nt) : PyList_New(nt);
+        if (!row)
+            goto out;
+        if (byte_class)
+            PyTuple_SET_ITEM(rows, k, row);
+        else
+            PyList_SET_ITEM(rows, k, row);
+        for (int x = 0; x < nt; x++) {
+            PyObject *label = byte_class ? class_of(ms, ints, classes, byte_class, ids[x]) : mask_int(ms, ints, ids[x]);
+            PyObject *pair = label ? Py_BuildValue("(Ni)", label, targets[x]) : NULL;
             if (!pair)
                 goto out;
-            PyList_SET_ITEM(row, x, pair);
+            if (byte_class)
+                PyTuple_SET_ITEM(row, x, pair);
+            else
+                PyList_SET_ITEM(row, x, pair);
         }
+    }
+    if (byte_class) {
+        PyObject *set = PyFrozenSet_New(accept);
+        if (!set)
+            goto out;
+        Py_SETREF(accept, set);
     }
     result = Py_BuildValue("(iOO)", c, rows, accept);
 out:
@@ -685,8 +759,9 @@ out:
     return result;
 }
 
-/* split_product(a_off, a_mask, a_tgt, a_accept, b_off, b_mask, b_tgt, b_class, limit)
- *   -> (states, visits, [(class, rows, accept), ...]) or (states, visits, None) past `limit`.
+/* split_product(a_off, a_mask, a_tgt, a_accept, b_off, b_mask, b_tgt, b_class, limit[, byte_class])
+ *   -> (states, visits, [(class, rows, accept), ...]) or (states, visits, None) past `limit`;
+ * given byte_class (a mask -> IR ByteClass), rows and accept are an IR Fsm's edges and accept.
  * A product state (p, q) accepts in class b_class[q] (none where -1) where a_accept[p];
  * classes come in the order their first state was explored. */
 static PyObject *split_product(PyObject *self, PyObject *args) {
@@ -701,12 +776,21 @@ static PyObject *split_product(PyObject *self, PyObject *args) {
     p.pa.size = p.pb.size = p.off.size = p.emask.size = p.etgt.size = sizeof(int32_t);
     Masks ms;
     int masks_ok = 0;
-    Ints ints = {NULL, 0};
+    Ints ints = {NULL, 0}, classes_of = {NULL, 0};
     PyObject *classes = NULL, *result = NULL;
     int32_t *cls = NULL;
     char *seen = NULL;
-    if (!PyArg_ParseTuple(args, "OOOy*OOOy*n", &ao, &am, &at, &aacc, &bo, &bm, &bt, &bcls, &limit))
+    PyObject *byte_class = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOy*OOOy*n|O", &ao, &am, &at, &aacc, &bo, &bm, &bt, &bcls, &limit, &byte_class))
         return NULL;
+    if (byte_class == Py_None)
+        byte_class = NULL;
+    else if (!PyCallable_Check(byte_class)) {
+        PyErr_SetString(PyExc_TypeError, "byte_class must be callable");
+        PyBuffer_Release(&aacc);
+        PyBuffer_Release(&bcls);
+        return NULL;
+    }
     if (rows_open(&a, ao, am, at) < 0 || rows_open(&b, bo, bm, bt) < 0)
         goto out;
     if (aacc.len != a.n || bcls.len != b.n * (Py_ssize_t)sizeof(int32_t)) {
@@ -756,7 +840,7 @@ static PyObject *split_product(PyObject *self, PyObject *args) {
             continue;
         seen[cls[q]] = 1;
         Py_ssize_t v = 0; /* as minimize_rows counts: per class */
-        PyObject *one = one_class(&p, &ms, &ints, cls, cls[q], &v);
+        PyObject *one = one_class(&p, &ms, &ints, &classes_of, byte_class, cls, cls[q], &v);
         if (!one || PyList_Append(classes, one) < 0) {
             Py_XDECREF(one);
             goto out;
@@ -770,6 +854,9 @@ out:
     for (Py_ssize_t i = 0; i < ints.cap; i++)
         Py_XDECREF(ints.items[i]);
     PyMem_Free(ints.items);
+    for (Py_ssize_t i = 0; i < classes_of.cap; i++)
+        Py_XDECREF(classes_of.items[i]);
+    PyMem_Free(classes_of.items);
     PyMem_Free(seen);
     Py_XDECREF(classes);
     PyMem_Free(cls);

@@ -36,7 +36,7 @@ except ImportError:  # not built: no C compiler at install
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
            "grouped", "kernel_available", "mask_of", "mask_of_ranges", "members", "minimize", "minimize_rows",
-           "product_rows", "ranges_of", "rows_of", "shared_grouped", "split_product", "trim", "trim_rows",
+           "product_rows", "ranges_of", "rows_of", "shared_grouped", "split_fsms", "split_product", "trim", "trim_rows",
            "ungrouped"]
 
 #: Explored automata above this many states raise CompileError instead of exhausting memory.
@@ -168,7 +168,7 @@ def kernel_available() -> bool:
             and os.environ.get("STRUCTGEN_DFA_KERNEL", "1") != "0")
 
 
-def split_product(ra: Rows, accept_a: list[bool], rb: Rows, class_b: list[int], limit: int,
+def split_product(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | array", limit: int,
                   what: str) -> list[tuple[int, Rows, list[bool]]]:
     """The product of two grouped automata, accepting apart by class: a state ``(p, q)`` accepts
     in class ``class_b[q]`` (in none where it is -1) when ``a`` accepts at ``p``. For each class
@@ -191,8 +191,32 @@ def split_product(ra: Rows, accept_a: list[bool], rb: Rows, class_b: list[int], 
             if accept_a[p] and class_b[q] >= 0:
                 classes.setdefault(class_b[q], [False] * len(order))[i] = True
         return [(c, *minimize_rows(*trim_rows(rows, acc))) for c, acc in classes.items()]
-    n, visits, got = _kernel.split_product(*_packed(ra), bytes(accept_a), *_shared_packed(rb),
-                                           array("i", class_b), limit)
+    return _split_in_c(ra, accept_a, rb, class_b, limit, what, None)
+
+
+def split_fsms(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | array", limit: int,
+               what: str) -> list[tuple[int, Fsm]]:
+    """:func:`split_product`, each class's automaton as an IR :class:`Fsm` node (the same node as
+    :func:`fsm_of_rows` makes of its rows; in C, the kernel builds the node's edges itself).
+
+    >>> a = grouped([{97: 1}, {97: 1}])
+    >>> [(c, len(fsm.edges)) for c, fsm in split_fsms(a, [False, True], grouped([{97: 0}]), [0], 100, "x")]
+    [(0, 2)]
+    """
+    if not kernel_available():
+        return [(c, fsm_of_rows(rows, accept)) for c, rows, accept in
+                split_product(ra, accept_a, rb, class_b, limit, what)]
+    got = _split_in_c(ra, accept_a, rb, class_b, limit, what, _class_of_mask)
+    return [(c, Fsm(edges, accept)) for c, edges, accept in got]
+
+
+def _split_in_c(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | array", limit: int,
+                what: str, byte_class: "Callable[[int], ByteClass] | None") -> list:
+    """compiled_dfa.split_product, charged to the budget as :func:`_explored` and
+    :func:`minimize_rows` charge the same work."""
+    classes = class_b if isinstance(class_b, array) else array("i", class_b)
+    n, visits, got = _kernel.split_product(*_packed(ra), bytes(accept_a), *_shared_packed(rb), classes, limit,
+                                           byte_class)
     # what _explored charges for n states: 256 at a time as they are numbered, the rest at the end
     charge((n - 1) // 256 * 256 * PRODUCT_STATE_UNITS, what)
     if got is None:
@@ -405,15 +429,30 @@ def minimize_rows(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
 
 
 def fsm_of_rows(rows: Rows, accept: list[bool]) -> Fsm:
-    """Grouped rows as an IR :class:`Fsm` node."""
-    classes: dict[int, ByteClass] = {}
+    """Grouped rows as an IR :class:`Fsm` node (each row's edges in byte order)."""
     edges = []
     for row in rows:
-        row_edges = []
-        for bs, t in row:
-            cls = classes.get(bs)
-            if cls is None:
-                cls = classes[bs] = ByteClass(ranges_of(bs))
-            row_edges.append((cls, t))
-        edges.append(tuple(sorted(row_edges, key=lambda e: e[0].ranges)))
+        if len(row) == 1:
+            edges.append(((_byte_class(row[0][0])[1], row[0][1]),))
+            continue
+        # a row's classes are disjoint: ordered by their lowest byte, never by the class itself
+        edges.append(tuple((cls, t) for (_, cls), t in sorted((_byte_class(bs), t) for bs, t in row)))
     return Fsm(tuple(edges), frozenset(q for q, a in enumerate(accept) if a))
+
+
+def _byte_class(mask: int) -> tuple[int, ByteClass]:
+    """``(lowest byte + 1, the ByteClass)`` of a mask, made once per process: the Lark lexer
+    turns ~10,000 edges into IR per SQL compile, over a few hundred distinct byte sets."""
+    got = _CLASSES.get(mask)
+    if got is None:
+        if len(_CLASSES) > 65_536:
+            _CLASSES.clear()
+        got = _CLASSES[mask] = ((mask & -mask).bit_length(), ByteClass(ranges_of(mask)))
+    return got
+
+
+_CLASSES: dict[int, tuple[int, ByteClass]] = {}
+
+
+def _class_of_mask(mask: int) -> ByteClass:
+    return _byte_class(mask)[1]

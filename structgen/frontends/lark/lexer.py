@@ -39,8 +39,10 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 
 from __future__ import annotations
 
+from array import array
+
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, fsm_of_rows,
-                                grouped, minimize, minimize_rows, rows_of, shared_grouped, split_product, trim,
+                                grouped, minimize, minimize_rows, rows_of, shared_grouped, split_fsms, trim,
                                 trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
@@ -59,14 +61,14 @@ def _split_by_exit(rows: Rows, order: list, exits) -> dict[frozenset[int], Expr]
     return {f: fsm_of_rows(*minimize_rows(*trim_rows(rows, acc))) for f, acc in accepts.items()}
 
 
-def _token(term: tuple[Rows, list[bool]], union_rows: Rows, union_class: list[int],
+def _token(term: tuple[Rows, list[bool]], union_rows: Rows, union_class: array,
            classes: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
     """One token of ``term``, split by the bytes it forbids next: ``classes[union_class[u]]``,
     what the union of all terminals reads in its state ``u`` after the token's text. The
     product with the union is explored on rows grouped by target, whose byte classes are few
     (an identifier's row is one or two), so no step visits single bytes."""
-    split = split_product(*term, union_rows, union_class, DEFAULT_STATE_LIMIT, "a lexer token")
-    return {classes[c]: fsm_of_rows(rows, accept) for c, rows, accept in split}
+    return {classes[c]: fsm for c, fsm in split_fsms(*term, union_rows, union_class, DEFAULT_STATE_LIMIT,
+                                                     "a lexer token")}
 
 
 def _ignored_run(ignore: Dfa, union: Dfa) -> dict[frozenset[int], Expr]:
@@ -129,7 +131,7 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
     union_rows = shared_grouped(union[0])
     reads: dict[frozenset[int], int] = {}  # each distinct set of bytes the union reads: a number
-    union_class = [reads.setdefault(r, len(reads)) for r in map(frozenset, union[0])]
+    union_class = array("i", [reads.setdefault(r, len(reads)) for r in map(frozenset, union[0])])
     classes = list(reads)
     runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
         if ignore is not None else []
