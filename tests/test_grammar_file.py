@@ -378,3 +378,22 @@ def test_regex_agrees_with_re(case):
 def test_regex_errors(pattern, message):
     with pytest.raises(GrammarError, match=re.escape(message)):
         structgen.compile_regex(pattern, BYTES)
+
+
+def test_a_module_imported_several_times_is_read_once(monkeypatch):
+    """Three imports from common.lark read it once (reading it per import was most of the
+    time to read a grammar), and what each import brings is still there."""
+    from structgen.frontends.lark import reader
+
+    loads = []
+    real = reader._load
+
+    def counting(text, name, *args, **kwargs):
+        loads.append(name)
+        return real(text, name, *args, **kwargs)
+
+    monkeypatch.setattr(reader, "_load", counting)
+    ir = reader.read_grammar('start: CNAME "=" NUMBER\n%import common.CNAME\n%import common.NUMBER\n'
+                             '%import common.WS\n%ignore WS\n')
+    assert len(loads) == 2 and loads[1].endswith("common.lark")
+    assert {"CNAME", "NUMBER"} <= {name.split("#")[0] for name, _ in ir.rules}

@@ -291,8 +291,12 @@ def _closest(name: str, names: list[str]) -> str | None:
     return got[0] if got else None
 
 
-def _load(text: str, name: str, base: "Path | None", seen: "tuple[str, ...]" = ()) -> "tuple[dict[str, Def], list]":
-    """Definitions of a file and everything it imports; the ignore list of this file."""
+def _load(text: str, name: str, base: "Path | None", seen: "tuple[str, ...]" = (),
+          loaded: "dict[str, tuple[dict[str, Def], list]] | None" = None) -> "tuple[dict[str, Def], list]":
+    """Definitions of a file and everything it imports; the ignore list of this file. A module
+    imported several times (``%import common.WS``, ``%import common.NAME``...) is read once per
+    grammar (``loaded``): reading ``common.lark`` again per import was most of reading a grammar."""
+    loaded = {} if loaded is None else loaded
     src = Source(text, name)
     p = Parser(src)
     p.parse()
@@ -313,7 +317,11 @@ def _load(text: str, name: str, base: "Path | None", seen: "tuple[str, ...]" = (
                             f"Looked for {module.replace('.', '/')}.lark beside this grammar and in {GRAMMARS_DIR}.")
         if str(path) in seen:
             raise src.error(f"grammar module '{module}' imports itself", module_pos)
-        sub_defs, _ = _load(path.read_text(encoding="utf-8"), str(path), path.parent, seen + (str(path),))
+        sub = loaded.get(str(path))
+        if sub is None:
+            sub = loaded[str(path)] = _load(path.read_text(encoding="utf-8"), str(path), path.parent,
+                                            seen + (str(path),), loaded)
+        sub_defs = sub[0]
         if imported not in sub_defs:
             raise src.error(f"'{imported}' is not defined in grammar module '{module}'", pos,
                             f"It defines: {', '.join(sorted(sub_defs))}.", width=len(imported))
