@@ -137,6 +137,9 @@ def test_malformed_input_is_refused():
     with pytest.raises(ValueError, match="malformed"):  # masks of the wrong length
         kernel.split_product(offsets, masks[:-1], targets, b"\x01", offsets, masks, targets,
                              array("i", [0]), 10)
+    overlapping = dfa._packed([[(dfa.mask_of([97, 98]), 0), (dfa.mask_of([98]), 0)]])  # not a DFA's row
+    with pytest.raises(ValueError, match="malformed"):
+        kernel.split_product(*overlapping, b"\x01", offsets, masks, targets, array("i", [0]), 10)
     with pytest.raises(ValueError, match="wrong size"):
         kernel.split_product(offsets, masks, targets, b"\x01\x01", offsets, masks, targets,
                              array("i", [0]), 10)

@@ -190,6 +190,16 @@ static int rows_open(Rows *r, PyObject *off, PyObject *mask, PyObject *tgt) {
         ok = o[q] <= o[q + 1];
     for (Py_ssize_t e = 0; ok && e < edges; e++)
         ok = t[e] >= 0 && t[e] < r->n;
+    /* a row's masks are disjoint (a DFA's): so a product row has at most 256 edges */
+    const Mask *m = r->mask.buf;
+    for (Py_ssize_t q = 0; ok && q < r->n; q++) {
+        Mask seen = {{0, 0, 0, 0}};
+        for (int32_t e = o[q]; ok && e < o[q + 1]; e++)
+            for (int w = 0; w < 4; w++) {
+                ok = ok && !(seen.w[w] & m[e].w[w]);
+                seen.w[w] |= m[e].w[w];
+            }
+    }
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "malformed packed rows");
         return -1;
@@ -345,12 +355,11 @@ static int pair_cmp(const void *x, const void *y) {
 
 typedef struct {
     Py_ssize_t start; /* into the round's pair pool */
+    const Pair *pairs; /* the same, once the pool is complete (it may move while it grows) */
     int32_t len, state;
     uint64_t hash;
     int32_t block;
 } Sig;
-
-static const Pair *sig_pool;
 
 static int sig_cmp(const void *x, const void *y) {
     const Sig *a = x, *b = y;
@@ -360,7 +369,7 @@ static int sig_cmp(const void *x, const void *y) {
         return (a->hash > b->hash) - (a->hash < b->hash);
     if (a->len != b->len)
         return (a->len > b->len) - (a->len < b->len);
-    int c = memcmp(sig_pool + a->start, sig_pool + b->start, a->len * sizeof(Pair));
+    int c = memcmp(a->pairs, b->pairs, a->len * sizeof(Pair));
     if (c)
         return c;
     return (a->state > b->state) - (a->state < b->state); /* stable: the first member first */
@@ -437,7 +446,9 @@ static int refine(const Product *p, const char *keep, const char *acc, Py_ssize_
             }
             s->hash = h;
         }
-        sig_pool = (const Pair *)pool.data;
+        for (Py_ssize_t x = 0; x < sigs.len; x++)
+            AT(sigs, Sig, x).pairs = &AT(pool, Pair, AT(sigs, Sig, x).start);
+        const Pair *sig_pool = (const Pair *)pool.data;
         qsort(sigs.data, sigs.len, sizeof(Sig), sig_cmp);
         Py_ssize_t i = 0;
         while (i < sigs.len) { /* one block's re-signed members */

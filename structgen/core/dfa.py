@@ -238,8 +238,8 @@ def _packed(rows: Rows) -> tuple[array, bytes, array]:
 
 
 def _shared_packed(rows: Rows) -> tuple[array, bytes, array]:
-    """:func:`_packed`, made once per rows object: the union of a grammar's terminals is the
-    second automaton of every token's product (packing it took ~2 ms)."""
+    """:func:`_packed`, made once per rows object: the union of a grammar's terminals (1,669
+    states for a SQL database) is the second automaton of every token's product."""
     got = _PACKED.get(id(rows))
     if got is None or got[0] is not rows:
         if len(_PACKED) > 16:
