@@ -1,8 +1,8 @@
 /* The Lark lexer's token split (structgen/frontends/lark/lexer.py), in C: the product of a
  * token's automaton with the union of all terminals, then one trimmed, minimized copy per class
  * of bytes the token forbids next. In Python (structgen/core/dfa.py: product_rows, trim_rows,
- * minimize_rows) this was two thirds of compiling a SQL grammar: ~75 ms of 176, most of it on
- * the identifier terminals, whose products with a database's names have ~1,600 states.
+ * minimize_rows) this was most of compiling a SQL grammar: ~95 ms of 176, most of it on the
+ * identifier terminals, whose products with a database's names have ~1,600 states.
  *
  * Automata come as grouped rows (dfa.Rows: one (256-bit byte mask, target) pair per target),
  * packed by dfa.py: int32 row offsets, the masks as 32 little-endian bytes each, int32 targets.
