@@ -22,7 +22,8 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
-from structgen.core.budget import affordable, charge
+from structgen.core.budget import affordable, charge, room
+from structgen.core.dfa_kernel import kernel, kernel_available
 from structgen.core.liveness import blame, liveness
 from structgen.errors import CompileError, EmptyLanguageError
 from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Unordered, alt, seq
@@ -236,6 +237,25 @@ def regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
 
 
 def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
+    if kernel_available():
+        return _determinize_in_c(nfa, start, final, name)
+    return _determinize_in_python(nfa, start, final, name)
+
+
+def _determinize_in_c(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
+    """compiled_dfa.determinize: the same automaton, numbering and work count as the Python."""
+    left = room()
+    status, states, visits, trans, calls, accept = kernel.determinize(
+        nfa.eps, nfa.edges, nfa.calls, start, final, MAX_DFA_STATES, -1 if left is None else left)
+    if status == 1:  # stopped where the Python's check raises
+        affordable(_units(states, len(nfa.eps), visits), name)
+        raise AssertionError("compiled_dfa.determinize stopped within the budget")
+    if status == 2:
+        raise CompileError(f"rule '{name}': its automaton exceeds {MAX_DFA_STATES} states")
+    return RuleAutomaton(name, trans, calls, accept, units=_units(states, len(nfa.eps), visits))
+
+
+def _determinize_in_python(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
     # A DFA state is the set of *important* NFA states (those that read a byte, call a rule or
     # are final) in an epsilon closure: closures that differ only in pass-through states behave
     # alike, so they share a DFA state, and the sets stay small.
@@ -286,24 +306,26 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
         if not i & 15:
             affordable(_units(len(order), len(nfa.eps), visits[0]), name)
         by_byte: dict[int, set[int]] = {}
-        by_call: dict[int, set[int]] = {}
+        by_call: dict[str, set[int]] = {}
         for q in cur:
             for bs, t in nfa.edges[q]:
                 for b in bs:
                     by_byte.setdefault(b, set()).add(t)
             for callee, t in nfa.calls[q]:
                 by_call.setdefault(callee, set()).add(t)
-        # Group bytes with equal target sets so each distinct set is closed once.
+        # Group bytes with equal target sets so each distinct set is closed once. New states
+        # are numbered in a fixed order (byte groups by lowest byte, then calls by callee), not
+        # a set's iteration order, so that the compiled kernel numbers them alike.
         groups: dict[frozenset[int], list[int]] = {}
-        for b, ts in by_byte.items():
-            groups.setdefault(frozenset(ts), []).append(b)
+        for b in sorted(by_byte):
+            groups.setdefault(frozenset(by_byte[b]), []).append(b)
         row: dict[int, int] = {}
         for ts, bs in groups.items():
             t = target(ts)
             for b in bs:
                 row[b] = t
         trans.append(row)
-        calls.append(tuple(sorted((c, target(frozenset(ts))) for c, ts in by_call.items())))
+        calls.append(tuple((c, target(frozenset(by_call[c]))) for c in sorted(by_call)))
         accept.append(final in cur)
     return RuleAutomaton(name, trans, calls, accept, units=_units(len(order), len(nfa.eps), visits[0]))
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from structgen.errors import BudgetExceededError
 
-__all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "affordable", "compile_budget", "charge",
+__all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "affordable", "compile_budget", "charge", "room",
            "describe_with", "place", "name_of"]
 
 #: Work units one schema may take: a few seconds of work on this 2-core machine. Measured on
@@ -112,6 +112,13 @@ def affordable(units: int, where: str | None = None) -> None:
     budget = _CURRENT.get()
     if budget is not None:
         _refuse_past(budget, budget.spent + units, where)
+
+
+def room() -> int | None:
+    """The units still affordable (None outside a budget): a compiled loop that cannot call
+    :func:`affordable` compares its work with this, and stops where :func:`affordable` would raise."""
+    budget = _CURRENT.get()
+    return None if budget is None else budget.limit - budget.spent
 
 
 def _refuse_past(budget: _Budget, spent: int, where: str | None) -> None:

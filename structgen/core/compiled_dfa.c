@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_VERSION 1
+#define KERNEL_VERSION 2
 
 typedef struct {
     uint64_t w[4];
@@ -881,9 +881,641 @@ out:
     return result;
 }
 
+/* ---------------------------------------------------------------- subset construction
+ *
+ * determinize(eps, edges, calls, start, final, max_states, room) builds one rule's DFA from its
+ * Thompson NFA as structgen/core/automaton.py's _determinize does, state numbers, row order and
+ * work count included: a DFA state is the sorted set of important NFA states (those that read
+ * a byte, call a rule, or the final one) of an epsilon closure; states are processed in the
+ * order they are numbered; a state's byte groups (bytes with equal target sets) get their
+ * targets by lowest byte, then its calls by callee name; a target set is closed once. The NFA
+ * comes as automaton.py's _NFA lists: eps[q] (ints), edges[q] ((frozenset of bytes, target)
+ * pairs), calls[q] ((callee name, target) pairs). In Python this loop was about a third of
+ * compiling the largest JSON schemas (a Github_ultra schema: ~250 of ~1,000 ms).
+ *
+ * Returns (status, states, visits, trans, calls, accept): status 0 done; 1 stopped at a
+ * budget check (every 16th state, as the Python checks) whose units exceed `room` (-1: no
+ * budget), the caller raising as affordable() does; 2 more than max_states states.
+ */
+
+typedef struct {
+    Buf items;  /* int32: every set's members back to back */
+    Buf starts; /* Py_ssize_t: where set i starts; one more entry at the end */
+    Buf hashes; /* uint64 */
+    int32_t *slots;
+    Py_ssize_t cap;
+} Sets;
+
+static int sets_init(Sets *s) {
+    memset(s, 0, sizeof(*s));
+    s->items.size = sizeof(int32_t);
+    s->starts.size = sizeof(Py_ssize_t);
+    s->hashes.size = sizeof(uint64_t);
+    s->cap = 256;
+    s->slots = PyMem_Malloc(s->cap * sizeof(int32_t));
+    Py_ssize_t *zero = buf_push(&s->starts);
+    if (!s->slots || !zero) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    *zero = 0;
+    memset(s->slots, 0xff, s->cap * sizeof(int32_t));
+    return 0;
+}
+
+static void sets_free(Sets *s) {
+    PyMem_Free(s->items.data);
+    PyMem_Free(s->starts.data);
+    PyMem_Free(s->hashes.data);
+    PyMem_Free(s->slots);
+}
+
+static Py_ssize_t sets_len(const Sets *s) { return s->hashes.len; }
+
+static const int32_t *set_at(const Sets *s, int32_t id, Py_ssize_t *n) {
+    Py_ssize_t a = AT(s->starts, Py_ssize_t, id);
+    *n = AT(s->starts, Py_ssize_t, id + 1) - a;
+    return &AT(s->items, int32_t, a);
+}
+
+static uint64_t ints_hash(const int32_t *a, Py_ssize_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL + (uint64_t)n;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = mix(h ^ (uint32_t)a[i]) + 0x9e3779b97f4a7c15ULL;
+    return h;
+}
+
+/* The slot of set a[0..n): where it is, or the empty slot where it goes. */
+static Py_ssize_t sets_slot(const Sets *s, const int32_t *a, Py_ssize_t n, uint64_t h) {
+    Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)(s->cap - 1));
+    for (; s->slots[i] >= 0; i = (i + 1) & (s->cap - 1)) {
+        int32_t id = s->slots[i];
+        Py_ssize_t m;
+        const int32_t *b = set_at(s, id, &m);
+        if (AT(s->hashes, uint64_t, id) == h && m == n && !memcmp(a, b, n * sizeof(int32_t)))
+            break;
+    }
+    return i;
+}
+
+/* The id of set a[0..n), or -1 when it is not there. */
+static int32_t sets_find(const Sets *s, const int32_t *a, Py_ssize_t n, uint64_t h) {
+    return s->slots[sets_slot(s, a, n, h)];
+}
+
+/* Add set a[0..n) (not there yet); its id, or -1 on a memory error. */
+static int32_t sets_add(Sets *s, const int32_t *a, Py_ssize_t n, uint64_t h) {
+    if (2 * (sets_len(s) + 1) > s->cap) {
+        Py_ssize_t cap = s->cap * 2;
+        int32_t *slots = PyMem_Malloc(cap * sizeof(int32_t));
+        if (!slots) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(slots, 0xff, cap * sizeof(int32_t));
+        for (Py_ssize_t id = 0; id < sets_len(s); id++) {
+            Py_ssize_t i = (Py_ssize_t)(AT(s->hashes, uint64_t, id) & (uint64_t)(cap - 1));
+            while (slots[i] >= 0)
+                i = (i + 1) & (cap - 1);
+            slots[i] = (int32_t)id;
+        }
+        PyMem_Free(s->slots);
+        s->slots = slots;
+        s->cap = cap;
+    }
+    Py_ssize_t slot = sets_slot(s, a, n, h);
+    int32_t id = (int32_t)sets_len(s);
+    uint64_t *hp = buf_push(&s->hashes);
+    if (!hp)
+        return -1;
+    *hp = h;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t *x = buf_push(&s->items);
+        if (!x)
+            return -1;
+        *x = a[i];
+    }
+    Py_ssize_t *end = buf_push(&s->starts);
+    if (!end)
+        return -1;
+    *end = s->items.len;
+    s->slots[slot] = id;
+    return id;
+}
+
+static int cmp_i32(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+static int cmp_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+static void sort_i32(int32_t *a, Py_ssize_t n) {
+    if (n < 16) { /* closures are mostly a few states */
+        for (Py_ssize_t i = 1; i < n; i++) {
+            int32_t x = a[i];
+            Py_ssize_t j = i;
+            for (; j > 0 && a[j - 1] > x; j--)
+                a[j] = a[j - 1];
+            a[j] = x;
+        }
+    } else
+        qsort(a, n, sizeof(int32_t), cmp_i32);
+}
+
+/* The NFA, flattened; callees renamed to their rank among the sorted names. */
+typedef struct {
+    Py_ssize_t n;
+    Py_ssize_t *eps_at, *edge_at, *call_at; /* n + 1 offsets each */
+    int32_t *eps, *edge_tgt, *call_rank, *call_tgt, *width;
+    Mask *edge_mask;
+    char *important;
+    PyObject *names; /* sorted callee names */
+} Nfa;
+
+static void nfa_free(Nfa *f) {
+    PyMem_Free(f->eps_at);
+    PyMem_Free(f->edge_at);
+    PyMem_Free(f->call_at);
+    PyMem_Free(f->eps);
+    PyMem_Free(f->edge_tgt);
+    PyMem_Free(f->call_rank);
+    PyMem_Free(f->call_tgt);
+    PyMem_Free(f->width);
+    PyMem_Free(f->edge_mask);
+    PyMem_Free(f->important);
+    Py_XDECREF(f->names);
+}
+
+static int bad_nfa(const char *what) {
+    PyErr_Format(PyExc_ValueError, "malformed NFA: %s", what);
+    return -1;
+}
+
+/* A state number in range, from a Python int. */
+static int nfa_state(PyObject *o, Py_ssize_t n, int32_t *out) {
+    Py_ssize_t v = PyLong_AsSsize_t(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v >= n)
+        return bad_nfa("a state out of range");
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int nfa_open(Nfa *f, PyObject *eps, PyObject *edges, PyObject *calls, int32_t final) {
+    memset(f, 0, sizeof(*f));
+    if (!PyList_Check(eps) || !PyList_Check(edges) || !PyList_Check(calls))
+        return bad_nfa("eps, edges and calls must be lists");
+    Py_ssize_t n = f->n = PyList_GET_SIZE(eps);
+    if (PyList_GET_SIZE(edges) != n || PyList_GET_SIZE(calls) != n || final < 0 || final >= n)
+        return bad_nfa("lists of different lengths");
+    Py_ssize_t ne = 0, nb = 0, nc = 0;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *a = PyList_GET_ITEM(eps, q), *b = PyList_GET_ITEM(edges, q), *c = PyList_GET_ITEM(calls, q);
+        if (!PyList_Check(a) || !PyList_Check(b) || !PyList_Check(c))
+            return bad_nfa("a state's entries must be lists");
+        ne += PyList_GET_SIZE(a);
+        nb += PyList_GET_SIZE(b);
+        nc += PyList_GET_SIZE(c);
+    }
+    f->eps_at = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
+    f->edge_at = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
+    f->call_at = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
+    f->eps = PyMem_Malloc((ne + 1) * sizeof(int32_t));
+    f->edge_tgt = PyMem_Malloc((nb + 1) * sizeof(int32_t));
+    f->edge_mask = PyMem_Malloc((nb + 1) * sizeof(Mask));
+    f->call_rank = PyMem_Malloc((nc + 1) * sizeof(int32_t));
+    f->call_tgt = PyMem_Malloc((nc + 1) * sizeof(int32_t));
+    f->width = PyMem_Malloc((n + 1) * sizeof(int32_t));
+    f->important = PyMem_Malloc(n + 1);
+    f->names = PyList_New(0);
+    PyObject *rank = PyDict_New();
+    if (!f->eps_at || !f->edge_at || !f->call_at || !f->eps || !f->edge_tgt || !f->edge_mask || !f->call_rank ||
+        !f->call_tgt || !f->width || !f->important) {
+        Py_XDECREF(rank);
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (!f->names || !rank) {
+        Py_XDECREF(rank);
+        return -1;
+    }
+    int ok = -1;
+    ne = nb = nc = 0;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *a = PyList_GET_ITEM(eps, q), *b = PyList_GET_ITEM(edges, q), *c = PyList_GET_ITEM(calls, q);
+        f->eps_at[q] = ne;
+        f->edge_at[q] = nb;
+        f->call_at[q] = nc;
+        int32_t width = 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(a); i++)
+            if (nfa_state(PyList_GET_ITEM(a, i), n, &f->eps[ne++]) < 0)
+                goto out;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(b); i++) {
+            PyObject *e = PyList_GET_ITEM(b, i);
+            if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2 || !PyAnySet_Check(PyTuple_GET_ITEM(e, 0))) {
+                bad_nfa("an edge must be a (set of bytes, target) pair");
+                goto out;
+            }
+            if (nfa_state(PyTuple_GET_ITEM(e, 1), n, &f->edge_tgt[nb]) < 0)
+                goto out;
+            Mask *m = &f->edge_mask[nb++];
+            memset(m, 0, sizeof(*m));
+            PyObject *it = PyObject_GetIter(PyTuple_GET_ITEM(e, 0)), *x;
+            if (!it)
+                goto out;
+            while ((x = PyIter_Next(it))) {
+                long v = PyLong_AsLong(x);
+                Py_DECREF(x);
+                if (v < 0 || v > 255) {
+                    Py_DECREF(it);
+                    if (!PyErr_Occurred())
+                        bad_nfa("a byte out of range");
+                    goto out;
+                }
+                m->w[v >> 6] |= 1ULL << (v & 63);
+                width++;
+            }
+            Py_DECREF(it);
+            if (PyErr_Occurred())
+                goto out;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(c); i++) {
+            PyObject *e = PyList_GET_ITEM(c, i);
+            if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(e, 0))) {
+                bad_nfa("a call must be a (name, target) pair");
+                goto out;
+            }
+            if (nfa_state(PyTuple_GET_ITEM(e, 1), n, &f->call_tgt[nc]) < 0)
+                goto out;
+            PyObject *name = PyTuple_GET_ITEM(e, 0), *got = PyDict_GetItemWithError(rank, name);
+            if (!got) {
+                if (PyErr_Occurred() || PyList_Append(f->names, name) < 0)
+                    goto out;
+                PyObject *id = PyLong_FromSsize_t(PyList_GET_SIZE(f->names) - 1);
+                if (!id || PyDict_SetItem(rank, name, id) < 0) {
+                    Py_XDECREF(id);
+                    goto out;
+                }
+                Py_DECREF(id);
+                got = id;
+            }
+            f->call_rank[nc++] = (int32_t)PyLong_AsLong(got); /* first-seen id; ranked below */
+            width++;
+        }
+        f->width[q] = width;
+        f->important[q] = PyList_GET_SIZE(b) || PyList_GET_SIZE(c);
+    }
+    f->eps_at[n] = ne;
+    f->edge_at[n] = nb;
+    f->call_at[n] = nc;
+    f->important[final] = 1;
+    /* first-seen ids -> ranks among the sorted names */
+    Py_ssize_t k = PyList_GET_SIZE(f->names);
+    if (k > 1) {
+        PyObject *first_seen = PyList_GetSlice(f->names, 0, k);
+        int32_t *to_rank = PyMem_Malloc(k * sizeof(int32_t));
+        if (!first_seen || !to_rank || PyList_Sort(f->names) < 0) {
+            Py_XDECREF(first_seen);
+            PyMem_Free(to_rank);
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            goto out;
+        }
+        for (Py_ssize_t r = 0; r < k; r++) {
+            PyObject *id = PyDict_GetItemWithError(rank, PyList_GET_ITEM(f->names, r));
+            to_rank[PyLong_AsLong(id)] = (int32_t)r;
+        }
+        for (Py_ssize_t i = 0; i < nc; i++)
+            f->call_rank[i] = to_rank[f->call_rank[i]];
+        Py_DECREF(first_seen);
+        PyMem_Free(to_rank);
+    }
+    ok = 0;
+out:
+    Py_DECREF(rank);
+    return ok;
+}
+
+typedef struct {
+    const Nfa *f;
+    Sets dfa, reached;
+    Buf reached_to; /* int32: the DFA state of reached set i */
+    uint32_t *mark, stamp;
+    int32_t *stack, *seen;
+    Py_ssize_t visits, max_states;
+    int too_many;
+} Subsets;
+
+/* The DFA state of the closure of ts[0..n) (distinct states), numbered if new; -1 on an error
+ * (with too_many set past max_states). */
+static int32_t close_set(Subsets *s, const int32_t *ts, Py_ssize_t n) {
+    const Nfa *f = s->f;
+    uint32_t stamp = ++s->stamp;
+    Py_ssize_t top = 0, k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        s->mark[ts[i]] = stamp;
+        s->stack[top++] = ts[i];
+        s->seen[k++] = ts[i];
+    }
+    while (top) {
+        int32_t q = s->stack[--top];
+        for (Py_ssize_t i = f->eps_at[q]; i < f->eps_at[q + 1]; i++) {
+            int32_t t = f->eps[i];
+            if (s->mark[t] != stamp) {
+                s->mark[t] = stamp;
+                s->stack[top++] = t;
+                s->seen[k++] = t;
+            }
+        }
+    }
+    s->visits += k;
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (f->important[s->seen[i]])
+            s->seen[m++] = s->seen[i];
+    sort_i32(s->seen, m);
+    uint64_t h = ints_hash(s->seen, m);
+    int32_t got = sets_find(&s->dfa, s->seen, m, h);
+    if (got < 0) {
+        if (sets_len(&s->dfa) >= s->max_states) {
+            s->too_many = 1;
+            return -1;
+        }
+        got = sets_add(&s->dfa, s->seen, m, h);
+    }
+    return got;
+}
+
+/* target(ts) of _determinize: a target set's DFA state, closed once per distinct set. */
+static int32_t target_of(Subsets *s, const int32_t *ts, Py_ssize_t n) {
+    uint64_t h = ints_hash(ts, n);
+    int32_t r = sets_find(&s->reached, ts, n, h);
+    if (r >= 0)
+        return AT(s->reached_to, int32_t, r);
+    int32_t got = close_set(s, ts, n);
+    if (got < 0)
+        return -1;
+    int32_t *to = buf_push(&s->reached_to);
+    if (sets_add(&s->reached, ts, n, h) < 0 || !to)
+        return -1;
+    *to = got;
+    return got;
+}
+
+/* A cached Python int per DFA state. */
+static PyObject *state_int(Ints *cache, int32_t id) {
+    PyObject **slot = ints_slot(cache, id);
+    if (!slot)
+        return NULL;
+    if (!*slot)
+        *slot = PyLong_FromLong(id);
+    return *slot;
+}
+
+static PyObject *determinize(PyObject *self, PyObject *args) {
+    PyObject *eps, *edges, *calls;
+    int start, final;
+    Py_ssize_t max_states, room;
+    if (!PyArg_ParseTuple(args, "O!O!O!iinn", &PyList_Type, &eps, &PyList_Type, &edges, &PyList_Type, &calls,
+                          &start, &final, &max_states, &room))
+        return NULL;
+    Nfa f;
+    Subsets s;
+    memset(&s, 0, sizeof(s));
+    int sets_ok = 0;
+    Ints ints = {NULL, 0};
+    uint64_t *pairs = NULL;
+    PyObject *trans = NULL, *call_rows = NULL, *accept = NULL, *result = NULL;
+    if (nfa_open(&f, eps, edges, calls, final) < 0)
+        goto out;
+    if (start < 0 || start >= f.n) {
+        bad_nfa("start out of range");
+        goto out;
+    }
+    s.f = &f;
+    s.max_states = max_states;
+    s.reached_to.size = sizeof(int32_t);
+    if (sets_init(&s.dfa) < 0 || sets_init(&s.reached) < 0)
+        goto out;
+    sets_ok = 1;
+    s.mark = PyMem_Calloc(f.n, sizeof(uint32_t));
+    s.stack = PyMem_Malloc(f.n * sizeof(int32_t));
+    s.seen = PyMem_Malloc(f.n * sizeof(int32_t));
+    Py_ssize_t most = 0; /* the most (byte or call, target) pairs one DFA state can have */
+    for (Py_ssize_t q = 0; q < f.n; q++)
+        most += f.width[q];
+    pairs = PyMem_Malloc((most + 1) * sizeof(uint64_t));
+    trans = PyList_New(0);
+    call_rows = PyList_New(0);
+    accept = PyList_New(0);
+    if (!s.mark || !s.stack || !s.seen || !pairs) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (!trans || !call_rows || !accept)
+        goto out;
+    int32_t start_set[1] = {start};
+    int status = 0;
+    if (close_set(&s, start_set, 1) < 0) {
+        status = 2;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < sets_len(&s.dfa); i++) {
+        Py_ssize_t n;
+        const int32_t *cur = set_at(&s.dfa, (int32_t)i, &n);
+        Py_ssize_t width = 0;
+        for (Py_ssize_t j = 0; j < n; j++)
+            width += f.width[cur[j]];
+        s.visits += width / 4; /* the byte edges read below (~4 a visit) */
+        if (!((i + 1) & 15) && room >= 0) {
+            Py_ssize_t units = (f.n + s.visits) / 16;
+            if (sets_len(&s.dfa) > units)
+                units = sets_len(&s.dfa);
+            if (units > room) {
+                status = 1;
+                goto done;
+            }
+        }
+        /* (byte, target) pairs, sorted and distinct: a byte's run is its target set */
+        Py_ssize_t np = 0;
+        int is_final = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            int32_t q = cur[j];
+            is_final |= q == final;
+            for (Py_ssize_t e = f.edge_at[q]; e < f.edge_at[q + 1]; e++) {
+                const Mask *m = &f.edge_mask[e];
+                for (int w = 0; w < 4; w++)
+                    for (uint64_t bits = m->w[w]; bits; bits &= bits - 1)
+                        pairs[np++] = ((uint64_t)(w * 64 + __builtin_ctzll(bits)) << 32) | (uint32_t)f.edge_tgt[e];
+            }
+        }
+        qsort(pairs, np, sizeof(uint64_t), cmp_u64);
+        Py_ssize_t d = 0;
+        for (Py_ssize_t j = 0; j < np; j++)
+            if (!d || pairs[j] != pairs[d - 1])
+                pairs[d++] = pairs[j];
+        np = d;
+        /* runs per byte; bytes with equal runs form a group, groups in order of lowest byte */
+        int32_t run_at[256], run_len[256], next_in_group[256], group_first[256], group_last[256];
+        int ngroups = 0;
+        for (Py_ssize_t j = 0; j < np;) {
+            int b = (int)(pairs[j] >> 32);
+            Py_ssize_t e = j;
+            while (e < np && (int)(pairs[e] >> 32) == b)
+                e++;
+            run_at[b] = (int32_t)j;
+            run_len[b] = (int32_t)(e - j);
+            next_in_group[b] = -1;
+            int g = 0;
+            for (; g < ngroups; g++) {
+                int c = group_first[g];
+                if (run_len[c] != run_len[b])
+                    continue;
+                Py_ssize_t x = 0;
+                for (; x < run_len[b]; x++)
+                    if ((uint32_t)pairs[run_at[c] + x] != (uint32_t)pairs[j + x])
+                        break;
+                if (x == run_len[b])
+                    break;
+            }
+            if (g == ngroups) {
+                group_first[g] = group_last[g] = b;
+                ngroups++;
+            } else {
+                next_in_group[group_last[g]] = b;
+                group_last[g] = b;
+            }
+            j = e;
+        }
+        PyObject *row = PyDict_New();
+        if (!row || PyList_Append(trans, row) < 0) {
+            Py_XDECREF(row);
+            goto out;
+        }
+        Py_DECREF(row);
+        for (int g = 0; g < ngroups; g++) {
+            int b0 = group_first[g];
+            int32_t ts[256 + 1];
+            /* a run's targets, as int32 (its pairs are sorted, so the targets are) */
+            int32_t *tsp = ts;
+            int32_t *big = NULL;
+            if (run_len[b0] > 256) {
+                big = PyMem_Malloc(run_len[b0] * sizeof(int32_t));
+                if (!big) {
+                    PyErr_NoMemory();
+                    goto out;
+                }
+                tsp = big;
+            }
+            for (int32_t x = 0; x < run_len[b0]; x++)
+                tsp[x] = (int32_t)(uint32_t)pairs[run_at[b0] + x];
+            int32_t t = target_of(&s, tsp, run_len[b0]);
+            PyMem_Free(big);
+            if (t < 0) {
+                if (s.too_many) {
+                    status = 2;
+                    goto done;
+                }
+                goto out;
+            }
+            PyObject *tv = state_int(&ints, t);
+            if (!tv)
+                goto out;
+            for (int b = b0; b >= 0; b = next_in_group[b]) {
+                PyObject *bv = PyLong_FromLong(b);
+                int bad = !bv || PyDict_SetItem(row, bv, tv) < 0;
+                Py_XDECREF(bv);
+                if (bad)
+                    goto out;
+            }
+        }
+        /* calls: (rank, target) pairs sorted; one target set per callee, by name */
+        cur = set_at(&s.dfa, (int32_t)i, &n); /* the targets above may have moved the sets */
+        np = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            int32_t q = cur[j];
+            for (Py_ssize_t c = f.call_at[q]; c < f.call_at[q + 1]; c++)
+                pairs[np++] = ((uint64_t)(uint32_t)f.call_rank[c] << 32) | (uint32_t)f.call_tgt[c];
+        }
+        qsort(pairs, np, sizeof(uint64_t), cmp_u64);
+        d = 0;
+        for (Py_ssize_t j = 0; j < np; j++)
+            if (!d || pairs[j] != pairs[d - 1])
+                pairs[d++] = pairs[j];
+        np = d;
+        PyObject *crow = PyList_New(0);
+        if (!crow)
+            goto out;
+        for (Py_ssize_t j = 0; j < np;) {
+            uint32_t r = (uint32_t)(pairs[j] >> 32);
+            Py_ssize_t e = j;
+            while (e < np && (uint32_t)(pairs[e] >> 32) == r)
+                e++;
+            /* the run's targets, written over the pairs already read (4 bytes into 8) */
+            int32_t *ts = (int32_t *)&pairs[j];
+            for (Py_ssize_t x = 0; x < e - j; x++)
+                ts[x] = (int32_t)(uint32_t)pairs[j + x];
+            int32_t t = target_of(&s, ts, e - j);
+            if (t < 0) {
+                Py_DECREF(crow);
+                if (s.too_many) {
+                    status = 2;
+                    goto done;
+                }
+                goto out;
+            }
+            PyObject *tv = state_int(&ints, t);
+            PyObject *pair = tv ? PyTuple_Pack(2, PyList_GET_ITEM(f.names, r), tv) : NULL;
+            if (!pair || PyList_Append(crow, pair) < 0) {
+                Py_XDECREF(pair);
+                Py_DECREF(crow);
+                goto out;
+            }
+            Py_DECREF(pair);
+            j = e;
+        }
+        PyObject *ctuple = PyList_AsTuple(crow);
+        Py_DECREF(crow);
+        if (!ctuple || PyList_Append(call_rows, ctuple) < 0) {
+            Py_XDECREF(ctuple);
+            goto out;
+        }
+        Py_DECREF(ctuple);
+        if (PyList_Append(accept, is_final ? Py_True : Py_False) < 0)
+            goto out;
+    }
+done:
+    result = Py_BuildValue("(innOOO)", status, sets_len(&s.dfa), s.visits, trans, call_rows, accept);
+out:
+    for (Py_ssize_t i = 0; i < ints.cap; i++)
+        Py_XDECREF(ints.items[i]);
+    PyMem_Free(ints.items);
+    Py_XDECREF(trans);
+    Py_XDECREF(call_rows);
+    Py_XDECREF(accept);
+    PyMem_Free(pairs);
+    PyMem_Free(s.mark);
+    PyMem_Free(s.stack);
+    PyMem_Free(s.seen);
+    PyMem_Free(s.reached_to.data);
+    if (sets_ok) {
+        sets_free(&s.dfa);
+        sets_free(&s.reached);
+    }
+    nfa_free(&f);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"split_product", split_product, METH_VARARGS,
      "A token's product with the union of terminals, split by class, trimmed and minimized."},
+    {"determinize", determinize, METH_VARARGS, "One rule's DFA from its Thompson NFA, as automaton._determinize."},
     {NULL, NULL, 0, NULL},
 };
 

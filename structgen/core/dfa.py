@@ -18,7 +18,6 @@ Example
 
 from __future__ import annotations
 
-import os
 from array import array
 from itertools import groupby
 from operator import itemgetter
@@ -26,13 +25,10 @@ from typing import Any, Callable
 
 from structgen.core.automaton import regular_dfa
 from structgen.core.budget import affordable, charge
+from structgen.core.dfa_kernel import KERNEL_VERSION, kernel_available  # noqa: F401 -- KERNEL_VERSION: tests
+from structgen.core.dfa_kernel import kernel as _kernel
 from structgen.core.ir import ByteClass, Expr, Fsm
 from structgen.errors import CompileError
-
-try:
-    from structgen.core import compiled_dfa as _kernel  # type: ignore[attr-defined]
-except ImportError:  # not built: no C compiler at install
-    _kernel = None
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
            "grouped", "kernel_available", "mask_of", "mask_of_ranges", "members", "minimize", "minimize_rows",
@@ -155,17 +151,6 @@ def product_rows(ra: Rows, rb: Rows, limit: int, what: str) -> tuple[Rows, list[
                     yield both, (p2, q2)
 
     return explore_rows((0, 0), step, limit, what)
-
-
-#: The ``compiled_dfa.c`` this module speaks to (``KERNEL_VERSION`` there).
-KERNEL_VERSION = 1
-
-
-def kernel_available() -> bool:
-    """Whether :func:`split_product` runs in C: the extension was built at install, is the version
-    this module speaks to, and ``STRUCTGEN_DFA_KERNEL`` is not ``0``."""
-    return (_kernel is not None and getattr(_kernel, "VERSION", None) == KERNEL_VERSION
-            and os.environ.get("STRUCTGEN_DFA_KERNEL", "1") != "0")
 
 
 def split_product(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | array", limit: int,
