@@ -26,7 +26,7 @@ from structgen.core.budget import affordable, charge, room
 from structgen.core.dfa_kernel import kernel, kernel_available
 from structgen.core.liveness import blame, liveness
 from structgen.errors import CompileError, EmptyLanguageError
-from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Unordered, alt, seq
+from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Unordered, alt, digest, seq
 from structgen.core.unordered import Slots
 
 __all__ = ["RuleAutomaton", "GrammarAutomaton", "UnorderedItems", "build_automaton", "regular_dfa"]
@@ -638,7 +638,7 @@ _DIGESTS: dict[Expr, str] = {}
 def _digest(body: Expr) -> str:
     got = _DIGESTS.get(body)
     if got is None:
-        got = hashlib.sha1(repr(body).encode()).hexdigest()[:20]
+        got = digest(body)
         if len(_DIGESTS) > 4096:
             _DIGESTS.clear()
         _DIGESTS[body] = got

@@ -16,12 +16,13 @@ digit ::= [0-9]
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Callable, Union
 
 from structgen.errors import GrammarError
 
-__all__ = ["seq", "alt", "substitute", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Unordered",
+__all__ = ["seq", "alt", "substitute", "digest", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Unordered",
            "Fsm", "Expr", "Grammar"]
 
 
@@ -281,6 +282,58 @@ def _eq_iter(self, other: object) -> bool:
         elif a != b:  # Lit, ByteClass, Ref, Fsm: flat, their own dataclass equality
             return False
     return True
+
+
+def digest(e: Expr) -> str:
+    """A digest of ``e`` (20 hex digits), the same in every process: rule fingerprints and
+    cache keys are made of it. Equal expressions have equal digests.
+
+    >>> digest(Seq((Lit(b"a"), Ref("b")))) == digest(seq(Lit(b"a"), Ref("b")))
+    True
+    >>> digest(Alt((Lit(b"a"), Ref("b")))) == digest(Seq((Lit(b"a"), Ref("b"))))
+    False
+    """
+    return hashlib.sha1(_text(e).encode()).hexdigest()[:20]
+
+
+def _text(e: Expr) -> str:
+    """``e`` written out, each part self-delimiting (so the text is unambiguous): a flat writer,
+    several times faster than the dataclass ``repr`` it replaces (a large schema's rule bodies
+    are megabytes of text)."""
+    out: list[str] = []
+    todo: list = [e]
+    while todo:
+        x = todo.pop()
+        if type(x) is str:
+            out.append(x)
+        elif type(x) is Lit:
+            out.append(repr(x.data))
+        elif type(x) is Ref:
+            out.append("@" + repr(x.name))
+        elif type(x) is ByteClass:
+            out.append("B" + repr(x.ranges))
+        elif type(x) is Seq or type(x) is Alt:
+            out.append("S(" if type(x) is Seq else "A(")
+            todo.append(")")
+            todo.extend(reversed(x.items))
+        elif type(x) is Repeat:
+            out.append(f"R{x.min},{x.max}(")
+            todo += (")", x.item)
+        elif type(x) is Counted:
+            # sorted: a frozenset's order (and a bytes hash) changes from one process to the next
+            exclude = sorted(tuple(sorted(alts) for alts in word) for word in x.exclude)
+            out.append(f"C{x.min},{x.max},{exclude!r}(")
+            todo += (")", x.item)
+        elif type(x) is Unordered:
+            out.append(f"U{x.slots},{x.required},{x.min},{x.max},{x.gives},{x.full}(")
+            todo += (")", x.sep, "|")
+            todo.extend(reversed(x.items))
+        elif type(x) is Fsm:
+            edges = tuple(tuple((c.ranges, t) for c, t in row) for row in x.edges)
+            out.append(f"F{edges!r}{sorted(x.accept)}")
+        else:
+            raise TypeError(f"not an IR expression: {x!r}")
+    return "".join(out)
 
 
 def _state_without_hash(self) -> dict:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from structgen.core.budget import BudgetExceededError
 from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
-from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, Unordered, alt, seq
+from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, Unordered, alt, digest, seq
 from structgen.core.unordered import Slots
 from structgen.frontends.json_text import JSON_CHAR, char_encodings, spellings
 from structgen.frontends.regex.ecma import char_set_ir, pattern_to_ir
@@ -267,8 +267,7 @@ def _extra_member(cv: Lowering, m: Merged, defined: set[str], names: Expr | None
             raise UnsupportedFeatureError("patternProperties", pointer=m.pointer, hint=str(err)) from err
         if isinstance(key, Fsm) and not key.accept:
             continue  # no key falls in this region
-        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
-        options.append(seq(cv.rule(f"key_{digest}", seq(Lit(b'"'), key, Lit(b'"'))), colon, value))
+        options.append(seq(cv.rule(f"key_{digest(key)[:10]}", seq(Lit(b'"'), key, Lit(b'"'))), colon, value))
     return alt(*options) if options else None
 
 

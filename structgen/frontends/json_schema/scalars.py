@@ -23,7 +23,7 @@ from typing import Any
 
 from structgen.core import regular
 from structgen.core.budget import BudgetExceededError, charge
-from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, Unordered, alt, seq
+from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, Unordered, alt, digest, seq
 from structgen.core.regular import difference, intersect
 from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.frontends.json_schema.facts import Merged
@@ -107,8 +107,7 @@ def constrained_string(cv: Lowering, m: Merged, lo: int, hi: int | None, exclude
     if not pieces and not m.avoided:  # all relaxed
         return plain_string(cv, lo, hi, excluded, m)
     content = string_content(cv, m, pieces)
-    digest = hashlib.sha1(repr(content).encode()).hexdigest()[:10]
-    return cv.rule(f"string_{digest}", seq(Lit(b'"'), content, Lit(b'"')))
+    return cv.rule(f"string_{digest(content)[:10]}", seq(Lit(b'"'), content, Lit(b'"')))
 
 
 def string_pieces(cv: Lowering, m: Merged) -> list[Expr]:
