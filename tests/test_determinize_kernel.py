@@ -1,7 +1,9 @@
-"""Subset construction in C (``compiled_dfa.determinize``) against the same construction in
-Python (:func:`structgen.core.automaton._determinize_in_python`): equal automata, state numbers
-and row order included, with the same work units, on random expressions and on every rule of
-real grammars and schemas; the same budget and state-limit outcomes; malformed NFAs refused."""
+"""Rule automata in C (``compiled_dfa.compile_expr``: the Thompson NFA, then the subset
+construction; ``compiled_dfa.determinize``: the subset construction of an NFA made in Python)
+against the same in Python (:func:`structgen.core.automaton._build` and
+``_determinize_in_python``): equal automata, state numbers and row order included, with the same
+work units, on random expressions and on every rule of real grammars and schemas; the same
+errors, budget and state-limit outcomes; malformed input refused."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ import pytest
 
 from structgen.core import automaton
 from structgen.core.budget import compile_budget
+from structgen.core.depth import recursion_room
 from structgen.core.dfa_kernel import kernel, kernel_available
-from structgen.core.ir import Alt, ByteClass, Fsm, Lit, Ref, Repeat, Seq
+from structgen.core.ir import Alt, ByteClass, Counted, Fsm, Lit, Ref, Repeat, Seq
 from structgen.errors import BudgetExceededError, CompileError, StructgenError
 from structgen.frontends.json_schema.translate import translate_schema
 from structgen.frontends.lark.reader import read_grammar
@@ -36,6 +39,16 @@ def nfa_of(expr, name="r"):
 def shape(rule):
     """Everything a rule automaton is, row order included."""
     return [list(row.items()) for row in rule.trans], rule.calls, rule.accept, rule.units
+
+
+def dfa_both_ways(monkeypatch, expr, budget=None):
+    """``automaton._dfa_of(expr)`` (or what it raised) in Python, then in C."""
+    got = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", on)
+        with compile_budget(budget):
+            got.append(outcome(automaton._dfa_of, expr, "r"))
+    return got
 
 
 def outcome(run, *args):
@@ -71,10 +84,38 @@ def test_the_kernel_is_built():
 
 
 @pytest.mark.parametrize("seed", range(300))
-def test_random_expressions_determinize_alike(seed):
+def test_random_expressions_determinize_alike(seed, monkeypatch):
     expr = random_expr(random.Random(seed))
     args = (*nfa_of(expr), "r")
     assert shape(automaton._determinize_in_c(*args)) == shape(automaton._determinize_in_python(*args))
+    python, c = dfa_both_ways(monkeypatch, expr)
+    assert c == python and c[0] == "ok"
+
+
+@pytest.mark.parametrize("expr", [
+    Repeat(Lit(b"ab"), 0, 5_000),  # past MAX_UNROLL
+    Seq((Lit(b"a"), Repeat(Ref("x"), 4_097))),  # unbounded, its minimum past MAX_UNROLL
+    Seq((Lit(b"a"), Alt((Ref("x"), Counted(Lit(b"c"), 0, 3))))),  # a node a body does not hold
+], ids=["unroll", "unroll-min", "counted"])
+def test_errors_alike(expr, monkeypatch):
+    python, c = dfa_both_ways(monkeypatch, expr)
+    assert c == python and c[0] == "limit", c
+
+
+@pytest.mark.parametrize("budget", [10, 100, 1_000, 10_000])
+def test_a_huge_nfa_stops_at_the_same_budget_check(budget, monkeypatch):
+    """_NFA.new checks the budget every 1,024 NFA states, before any DFA state exists."""
+    python, c = dfa_both_ways(monkeypatch, Alt((Lit(bytes(range(256)) * 200), Ref("x"))), budget)
+    assert c == python, (budget, c)
+
+
+def test_nesting_deeper_than_the_c_builder_is_built_in_python(monkeypatch):
+    expr = Lit(b"x")
+    for _ in range(700):  # 1,400 levels: past compile_expr's 1,000, within the compile limit
+        expr = Seq((Lit(b"a"), Alt((expr, Ref("b")))))
+    with recursion_room():
+        python, c = dfa_both_ways(monkeypatch, expr)
+    assert c == python and c[0] == "ok"
 
 
 def test_an_unanchored_pattern_counts_its_closure_visits():
@@ -146,3 +187,11 @@ def test_malformed_nfas_are_refused():
             kernel.determinize(eps, edges, calls, 0, len(eps) - 1, 10, -1)
     with pytest.raises(ValueError):
         kernel.determinize(*ok, 7, 1, 10, -1)  # start out of range
+    types = automaton._IR_TYPES
+    assert kernel.compile_expr(Lit(b"ab"), types, 10, 10, -1)[0] == 0
+    for expr in (Lit("ab"), ByteClass(((0, 300),)), Ref(5), Seq([Lit(b"a")]),  # wrong field types
+                 Fsm((((ByteClass(((97, 97),)), 4),),), frozenset())):  # an Fsm target out of range
+        with pytest.raises((ValueError, TypeError)):
+            kernel.compile_expr(expr, types, 10, 10, -1)
+    with pytest.raises(ValueError):
+        kernel.compile_expr(Lit(b"a"), types[:3], 10, 10, -1)

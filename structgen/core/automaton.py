@@ -227,13 +227,38 @@ def regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
     """DFA of a reference-free expression, cached per process (JSON characters recur a lot)."""
     got = _REGULAR_DFAS.get(e)
     if got is None:
-        sub = _NFA(rule)
-        a, b = _build(sub, e, {}, rule)
-        got = _determinize(sub, a, b, rule)
+        got = _dfa_of(e, rule)
         if len(_REGULAR_DFAS) > 4096:
             _REGULAR_DFAS.clear()
         _REGULAR_DFAS[e] = got
     return got
+
+
+def _dfa_of(e: Expr, rule: str) -> RuleAutomaton:
+    """The DFA of ``e`` (calls to other rules as edges): its Thompson NFA (:func:`_build`),
+    determinized; in C when the kernel is there (same automaton, same work units)."""
+    if kernel_available():
+        left = room()
+        status, states, visits, trans, calls, accept, nfa_states, info = kernel.compile_expr(
+            e, _IR_TYPES, MAX_UNROLL, MAX_DFA_STATES, -1 if left is None else left)
+        if status <= 2:
+            return _determinized(rule, status, states, visits, trans, calls, accept, nfa_states)
+        if status == 3:
+            raise CompileError(f"rule '{rule}': repeat bound {info} is too large to unroll "
+                               f"(limit {MAX_UNROLL}); use a counted rule")
+        if status == 4:
+            raise CompileError(f"rule '{rule}': unexpected IR node {info}")
+        if status == 5:  # stopped where _NFA.new's check raises
+            affordable(_units(0, nfa_states, 0), rule)
+            raise AssertionError("compiled_dfa.compile_expr stopped within the budget")
+        # status 6: nested deeper than the C builder goes
+    nfa = _NFA(rule)
+    a, b = _build(nfa, e, {}, rule)
+    return _determinize(nfa, a, b, rule)
+
+
+#: The IR classes compiled_dfa.compile_expr reads, in the order it takes them.
+_IR_TYPES = (Lit, ByteClass, Ref, Seq, Alt, Repeat, Fsm)
 
 
 def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
@@ -245,14 +270,20 @@ def _determinize(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
 def _determinize_in_c(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
     """compiled_dfa.determinize: the same automaton, numbering and work count as the Python."""
     left = room()
-    status, states, visits, trans, calls, accept = kernel.determinize(
-        nfa.eps, nfa.edges, nfa.calls, start, final, MAX_DFA_STATES, -1 if left is None else left)
+    got = kernel.determinize(nfa.eps, nfa.edges, nfa.calls, start, final, MAX_DFA_STATES,
+                             -1 if left is None else left)
+    return _determinized(name, *got, len(nfa.eps))
+
+
+def _determinized(name: str, status: int, states: int, visits: int, trans: list, calls: list, accept: list,
+                  nfa_states: int) -> RuleAutomaton:
+    """What compiled_dfa's subset construction returned, as the Python returns or raises it."""
     if status == 1:  # stopped where the Python's check raises
-        affordable(_units(states, len(nfa.eps), visits), name)
-        raise AssertionError("compiled_dfa.determinize stopped within the budget")
+        affordable(_units(states, nfa_states, visits), name)
+        raise AssertionError("compiled_dfa stopped a subset construction within the budget")
     if status == 2:
         raise CompileError(f"rule '{name}': its automaton exceeds {MAX_DFA_STATES} states")
-    return RuleAutomaton(name, trans, calls, accept, units=_units(states, len(nfa.eps), visits))
+    return RuleAutomaton(name, trans, calls, accept, units=_units(states, nfa_states, visits))
 
 
 def _determinize_in_python(nfa: _NFA, start: int, final: int, name: str) -> RuleAutomaton:
@@ -379,9 +410,7 @@ def _compile_body(name: str, body: Expr) -> RuleAutomaton:
         return item
     if isinstance(body, Unordered):
         return _compile_unordered(name, body)
-    nfa = _NFA(name)
-    a, b = _build(nfa, body, names, name)
-    return _determinize(nfa, a, b, name)
+    return _dfa_of(body, name)
 
 
 def _compile_unordered(name: str, body: Unordered) -> RuleAutomaton:
@@ -389,9 +418,7 @@ def _compile_unordered(name: str, body: Unordered) -> RuleAutomaton:
     from ``q`` without calling an item (right after a separator)."""
     callees = list(dict.fromkeys(r.name for r in body.items))
     item = alt(*(Ref(c) for c in callees))
-    nfa = _NFA(name)
-    a, b = _build(nfa, seq(item, Repeat(seq(body.sep, item), 0, None)), {}, name)
-    out = _determinize(nfa, a, b, name)
+    out = _dfa_of(seq(item, Repeat(seq(body.sep, item), 0, None)), name)
     items = set(callees)
     if any(c in items for c, _ in _sep_calls(body.sep)):
         raise CompileError(f"unordered rule '{name}': the separator calls an item")

@@ -1067,6 +1067,36 @@ static int nfa_state(PyObject *o, Py_ssize_t n, int32_t *out) {
     return 0;
 }
 
+/* Callees from first-seen ids (rank: name -> id) to their ranks among the sorted names. */
+static int rank_callees(Nfa *f, PyObject *rank) {
+    Py_ssize_t k = PyList_GET_SIZE(f->names), nc = f->call_at[f->n];
+    if (k < 2)
+        return 0;
+    int32_t *to_rank = PyMem_Malloc(k * sizeof(int32_t));
+    if (!to_rank) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (PyList_Sort(f->names) < 0) {
+        PyMem_Free(to_rank);
+        return -1;
+    }
+    for (Py_ssize_t r = 0; r < k; r++) {
+        PyObject *id = PyDict_GetItemWithError(rank, PyList_GET_ITEM(f->names, r));
+        if (!id) {
+            PyMem_Free(to_rank);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "a callee lost its id");
+            return -1;
+        }
+        to_rank[PyLong_AsLong(id)] = (int32_t)r;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++)
+        f->call_rank[i] = to_rank[f->call_rank[i]];
+    PyMem_Free(to_rank);
+    return 0;
+}
+
 static int nfa_open(Nfa *f, PyObject *eps, PyObject *edges, PyObject *calls, int32_t final) {
     memset(f, 0, sizeof(*f));
     if (!PyList_Check(eps) || !PyList_Check(edges) || !PyList_Check(calls))
@@ -1175,27 +1205,8 @@ static int nfa_open(Nfa *f, PyObject *eps, PyObject *edges, PyObject *calls, int
     f->edge_at[n] = nb;
     f->call_at[n] = nc;
     f->important[final] = 1;
-    /* first-seen ids -> ranks among the sorted names */
-    Py_ssize_t k = PyList_GET_SIZE(f->names);
-    if (k > 1) {
-        PyObject *first_seen = PyList_GetSlice(f->names, 0, k);
-        int32_t *to_rank = PyMem_Malloc(k * sizeof(int32_t));
-        if (!first_seen || !to_rank || PyList_Sort(f->names) < 0) {
-            Py_XDECREF(first_seen);
-            PyMem_Free(to_rank);
-            if (!PyErr_Occurred())
-                PyErr_NoMemory();
-            goto out;
-        }
-        for (Py_ssize_t r = 0; r < k; r++) {
-            PyObject *id = PyDict_GetItemWithError(rank, PyList_GET_ITEM(f->names, r));
-            to_rank[PyLong_AsLong(id)] = (int32_t)r;
-        }
-        for (Py_ssize_t i = 0; i < nc; i++)
-            f->call_rank[i] = to_rank[f->call_rank[i]];
-        Py_DECREF(first_seen);
-        PyMem_Free(to_rank);
-    }
+    if (rank_callees(f, rank) < 0)
+        goto out;
     ok = 0;
 out:
     Py_DECREF(rank);
@@ -1278,24 +1289,17 @@ static PyObject *state_int(Ints *cache, int32_t id) {
     return *slot;
 }
 
-static PyObject *determinize(PyObject *self, PyObject *args) {
-    PyObject *eps, *edges, *calls;
-    int start, final;
-    Py_ssize_t max_states, room;
-    if (!PyArg_ParseTuple(args, "O!O!O!iinn", &PyList_Type, &eps, &PyList_Type, &edges, &PyList_Type, &calls,
-                          &start, &final, &max_states, &room))
-        return NULL;
-    Nfa f;
+/* The subset construction of NFA *fp from start to final (the caller frees *fp). */
+static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_states, Py_ssize_t room) {
+    Nfa f = *fp; /* a shallow copy: the arrays stay the caller's */
     Subsets s;
     memset(&s, 0, sizeof(s));
     int sets_ok = 0;
     Ints ints = {NULL, 0};
     uint64_t *pairs = NULL;
     PyObject *trans = NULL, *call_rows = NULL, *accept = NULL, *result = NULL;
-    if (nfa_open(&f, eps, edges, calls, final) < 0)
-        goto out;
-    if (start < 0 || start >= f.n) {
-        bad_nfa("start out of range");
+    if (start < 0 || start >= f.n || final < 0 || final >= f.n) {
+        bad_nfa("start or final out of range");
         goto out;
     }
     s.f = &f;
@@ -1508,7 +1512,461 @@ out:
         sets_free(&s.dfa);
         sets_free(&s.reached);
     }
+    return result;
+}
+
+static PyObject *determinize(PyObject *self, PyObject *args) {
+    PyObject *eps, *edges, *calls;
+    int start, final;
+    Py_ssize_t max_states, room;
+    if (!PyArg_ParseTuple(args, "O!O!O!iinn", &PyList_Type, &eps, &PyList_Type, &edges, &PyList_Type, &calls,
+                          &start, &final, &max_states, &room))
+        return NULL;
+    Nfa f;
+    PyObject *result = NULL;
+    if (nfa_open(&f, eps, edges, calls, final) == 0)
+        result = subsets(&f, start, final, max_states, room);
     nfa_free(&f);
+    return result;
+}
+
+/* ---------------------------------------------------------------- Thompson NFA from IR
+ *
+ * compile_expr(expr, types, max_unroll, max_states, room) builds expr's NFA as automaton.py's
+ * _build does (the same states, in the same order) and runs the subset construction on it:
+ * in Python, building the NFA had become the larger half of the two. types is the IR classes
+ * (Lit, ByteClass, Ref, Seq, Alt, Repeat, Fsm). Returns (status, states, visits, trans, calls,
+ * accept, nfa_states, info): statuses 0-2 as determinize's; 3 a repeat bound over max_unroll
+ * (info: the bound); 4 a node _build does not take (info: its type name); 5 stopped at an NFA
+ * budget check (every 1,024 states, as _NFA.new checks: nfa_states // 16 over room); 6 nested
+ * deeper than this builder recurses, for the Python to build.
+ */
+
+enum { T_LIT, T_CLASS, T_REF, T_SEQ, T_ALT, T_REPEAT, T_FSM, N_TYPES };
+
+typedef struct {
+    int32_t src, dst;
+} Arc;
+
+typedef struct {
+    int32_t src, dst;
+    Mask m;
+} ByteArc;
+
+typedef struct {
+    int32_t src, dst;
+    PyObject *name; /* borrowed from the IR */
+} CallArc;
+
+typedef struct {
+    PyObject *types[N_TYPES];
+    Py_ssize_t n, max_unroll, room;
+    Buf eps, edges, calls; /* Arc, ByteArc, CallArc in the order _build adds them */
+    int status;
+    PyObject *info;
+} Builder;
+
+#define MAX_BUILD_DEPTH 1000 /* C stack: a thread may have 1 MiB; the Python goes deeper */
+
+static int new_state(Builder *B, int32_t *out) {
+    if (!(B->n & 1023) && B->room >= 0 && B->n / 16 > B->room) {
+        B->status = 5;
+        return -1;
+    }
+    if (B->n >= INT32_MAX - 1) {
+        PyErr_SetString(PyExc_OverflowError, "NFA too large");
+        return -1;
+    }
+    *out = (int32_t)B->n++;
+    return 0;
+}
+
+static int add_eps(Builder *B, int32_t a, int32_t b) {
+    Arc *x = buf_push(&B->eps);
+    if (!x)
+        return -1;
+    x->src = a;
+    x->dst = b;
+    return 0;
+}
+
+static int add_edge(Builder *B, int32_t a, const Mask *m, int32_t b) {
+    ByteArc *x = buf_push(&B->edges);
+    if (!x)
+        return -1;
+    x->src = a;
+    x->dst = b;
+    x->m = *m;
+    return 0;
+}
+
+/* An IR ByteClass's bytes, from its ranges. */
+static int class_mask(PyObject *cls, Mask *m) {
+    memset(m, 0, sizeof(*m));
+    PyObject *ranges = PyObject_GetAttrString(cls, "ranges");
+    if (!ranges)
+        return -1;
+    int ok = -1;
+    if (!PyTuple_Check(ranges)) {
+        PyErr_SetString(PyExc_TypeError, "ByteClass.ranges must be a tuple");
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ranges); i++) {
+        PyObject *r = PyTuple_GET_ITEM(ranges, i);
+        long lo, hi;
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a ByteClass range must be a (lo, hi) pair");
+            goto out;
+        }
+        lo = PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
+        hi = PyLong_AsLong(PyTuple_GET_ITEM(r, 1));
+        if (PyErr_Occurred())
+            goto out;
+        if (lo < 0 || hi > 255) {
+            PyErr_SetString(PyExc_ValueError, "a ByteClass range out of 0-255");
+            goto out;
+        }
+        for (long b = lo; b <= hi; b++)
+            m->w[b >> 6] |= 1ULL << (b & 63);
+    }
+    ok = 0;
+out:
+    Py_DECREF(ranges);
+    return ok;
+}
+
+static int build(Builder *B, PyObject *e, int depth, int32_t *s_out, int32_t *t_out);
+
+/* A tuple attribute of e, as a new reference. */
+static PyObject *tuple_attr(PyObject *e, const char *name) {
+    PyObject *v = PyObject_GetAttrString(e, name);
+    if (v && !PyTuple_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "IR attribute %s must be a tuple", name);
+        Py_CLEAR(v);
+    }
+    return v;
+}
+
+static int build_fsm(Builder *B, PyObject *e, int32_t s, int32_t *t_out) {
+    PyObject *edges = tuple_attr(e, "edges"), *accept = edges ? PyObject_GetAttrString(e, "accept") : NULL;
+    int32_t *states = NULL;
+    int ok = -1;
+    if (!edges || !accept)
+        goto out;
+    Py_ssize_t k = PyTuple_GET_SIZE(edges);
+    states = PyMem_Malloc((k + 1) * sizeof(int32_t));
+    if (!states) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    states[0] = s;
+    for (Py_ssize_t q = 1; q < k; q++)
+        if (new_state(B, &states[q]) < 0)
+            goto out;
+    int32_t end;
+    if (new_state(B, &end) < 0)
+        goto out;
+    for (Py_ssize_t q = 0; q < k; q++) {
+        PyObject *row = PyTuple_GET_ITEM(edges, q);
+        if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "an Fsm row must be a tuple");
+            goto out;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(row); i++) {
+            PyObject *edge = PyTuple_GET_ITEM(row, i);
+            if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 2) {
+                PyErr_SetString(PyExc_TypeError, "an Fsm edge must be a (ByteClass, target) pair");
+                goto out;
+            }
+            Mask m;
+            Py_ssize_t t = PyLong_AsSsize_t(PyTuple_GET_ITEM(edge, 1));
+            if (t == -1 && PyErr_Occurred())
+                goto out;
+            if (t < 0 || t >= k) {
+                PyErr_SetString(PyExc_ValueError, "an Fsm target out of range");
+                goto out;
+            }
+            if (class_mask(PyTuple_GET_ITEM(edge, 0), &m) < 0 || add_edge(B, states[q], &m, states[t]) < 0)
+                goto out;
+        }
+        PyObject *qv = PyLong_FromSsize_t(q);
+        int in = qv ? PySequence_Contains(accept, qv) : -1;
+        Py_XDECREF(qv);
+        if (in < 0 || (in && add_eps(B, states[q], end) < 0))
+            goto out;
+    }
+    *t_out = end;
+    ok = 0;
+out:
+    PyMem_Free(states);
+    Py_XDECREF(edges);
+    Py_XDECREF(accept);
+    return ok;
+}
+
+/* Repeat: hi = max, or min when unbounded; its bounds as _build reads them. */
+static int build_repeat(Builder *B, PyObject *e, int depth, int32_t s, int32_t *t_out) {
+    PyObject *item = PyObject_GetAttrString(e, "item"), *lo_o = NULL, *hi_o = NULL;
+    int ok = -1;
+    if (!item || !(lo_o = PyObject_GetAttrString(e, "min")) || !(hi_o = PyObject_GetAttrString(e, "max")))
+        goto out;
+    Py_ssize_t lo = PyLong_AsSsize_t(lo_o), hi = hi_o == Py_None ? lo : PyLong_AsSsize_t(hi_o);
+    if (PyErr_Occurred())
+        goto out;
+    if (hi > B->max_unroll) {
+        B->status = 3;
+        B->info = PyLong_FromSsize_t(hi);
+        goto out;
+    }
+    int32_t cur = s, a, b;
+    for (Py_ssize_t i = 0; i < lo; i++) {
+        if (build(B, item, depth + 1, &a, &b) < 0 || add_eps(B, cur, a) < 0)
+            goto out;
+        cur = b;
+    }
+    if (hi_o == Py_None) { /* star loop */
+        if (build(B, item, depth + 1, &a, &b) < 0 || add_eps(B, cur, a) < 0 || add_eps(B, b, cur) < 0)
+            goto out;
+        *t_out = cur;
+        ok = 0;
+        goto out;
+    }
+    int32_t end;
+    if (new_state(B, &end) < 0 || add_eps(B, cur, end) < 0)
+        goto out;
+    for (Py_ssize_t i = 0; i < hi - lo; i++) {
+        if (build(B, item, depth + 1, &a, &b) < 0 || add_eps(B, cur, a) < 0 || add_eps(B, b, end) < 0)
+            goto out;
+        cur = b;
+    }
+    *t_out = end;
+    ok = 0;
+out:
+    Py_XDECREF(item);
+    Py_XDECREF(lo_o);
+    Py_XDECREF(hi_o);
+    return ok;
+}
+
+/* _build: add e to the NFA, its (entry, exit) states in *s_out, *t_out; -1 with B->status set
+ * (or a Python error) when it cannot. */
+static int build(Builder *B, PyObject *e, int depth, int32_t *s_out, int32_t *t_out) {
+    if (depth > MAX_BUILD_DEPTH) {
+        B->status = 6;
+        return -1;
+    }
+    int32_t s, t;
+    if (new_state(B, &s) < 0)
+        return -1;
+    *s_out = s;
+    PyTypeObject *type = Py_TYPE(e);
+    if (type == (PyTypeObject *)B->types[T_LIT]) {
+        PyObject *data = PyObject_GetAttrString(e, "data");
+        if (!data)
+            return -1;
+        if (!PyBytes_Check(data)) {
+            Py_DECREF(data);
+            PyErr_SetString(PyExc_TypeError, "Lit.data must be bytes");
+            return -1;
+        }
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
+        int32_t cur = s;
+        for (Py_ssize_t i = 0; i < PyBytes_GET_SIZE(data); i++) {
+            Mask m = {{0, 0, 0, 0}};
+            m.w[p[i] >> 6] = 1ULL << (p[i] & 63);
+            if (new_state(B, &t) < 0 || add_edge(B, cur, &m, t) < 0) {
+                Py_DECREF(data);
+                return -1;
+            }
+            cur = t;
+        }
+        Py_DECREF(data);
+        *t_out = cur;
+        return 0;
+    }
+    if (type == (PyTypeObject *)B->types[T_CLASS]) {
+        Mask m;
+        if (new_state(B, &t) < 0 || class_mask(e, &m) < 0 || add_edge(B, s, &m, t) < 0)
+            return -1;
+        *t_out = t;
+        return 0;
+    }
+    if (type == (PyTypeObject *)B->types[T_REF]) {
+        PyObject *name = PyObject_GetAttrString(e, "name");
+        if (!name)
+            return -1;
+        if (!PyUnicode_Check(name)) {
+            Py_DECREF(name);
+            PyErr_SetString(PyExc_TypeError, "Ref.name must be a str");
+            return -1;
+        }
+        Py_DECREF(name); /* the Ref holds it */
+        CallArc *x;
+        if (new_state(B, &t) < 0 || !(x = buf_push(&B->calls)))
+            return -1;
+        x->src = s;
+        x->dst = t;
+        x->name = name;
+        *t_out = t;
+        return 0;
+    }
+    if (type == (PyTypeObject *)B->types[T_SEQ] || type == (PyTypeObject *)B->types[T_ALT]) {
+        int is_alt = type == (PyTypeObject *)B->types[T_ALT];
+        PyObject *items = tuple_attr(e, "items");
+        if (!items)
+            return -1;
+        int ok = -1;
+        int32_t cur = s, a, b;
+        if (is_alt && new_state(B, &t) < 0)
+            goto done;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
+            if (build(B, PyTuple_GET_ITEM(items, i), depth + 1, &a, &b) < 0)
+                goto done;
+            if (is_alt ? add_eps(B, s, a) < 0 || add_eps(B, b, t) < 0 : add_eps(B, cur, a) < 0)
+                goto done;
+            cur = b;
+        }
+        *t_out = is_alt ? t : cur;
+        ok = 0;
+    done:
+        Py_DECREF(items);
+        return ok;
+    }
+    if (type == (PyTypeObject *)B->types[T_FSM])
+        return build_fsm(B, e, s, t_out);
+    if (type == (PyTypeObject *)B->types[T_REPEAT])
+        return build_repeat(B, e, depth, s, t_out);
+    B->status = 4;
+    B->info = PyUnicode_FromString(_PyType_Name(type));
+    return -1;
+}
+
+/* The built arcs as an Nfa (arcs of a state in the order added, as _build's lists). */
+static int nfa_pack(Nfa *f, Builder *B, int32_t final) {
+    memset(f, 0, sizeof(*f));
+    Py_ssize_t n = f->n = B->n, ne = B->eps.len, nb = B->edges.len, nc = B->calls.len;
+    f->eps_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    f->edge_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    f->call_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    f->eps = PyMem_Malloc((ne + 1) * sizeof(int32_t));
+    f->edge_tgt = PyMem_Malloc((nb + 1) * sizeof(int32_t));
+    f->edge_mask = PyMem_Malloc((nb + 1) * sizeof(Mask));
+    f->call_rank = PyMem_Malloc((nc + 1) * sizeof(int32_t));
+    f->call_tgt = PyMem_Malloc((nc + 1) * sizeof(int32_t));
+    f->width = PyMem_Calloc(n + 1, sizeof(int32_t));
+    f->important = PyMem_Calloc(n + 1, 1);
+    f->names = PyList_New(0);
+    PyObject *rank = PyDict_New();
+    if (!f->eps_at || !f->edge_at || !f->call_at || !f->eps || !f->edge_tgt || !f->edge_mask || !f->call_rank ||
+        !f->call_tgt || !f->width || !f->important || !f->names || !rank) {
+        Py_XDECREF(rank);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    /* counting sort by source state, stable */
+    for (Py_ssize_t i = 0; i < ne; i++)
+        f->eps_at[AT(B->eps, Arc, i).src + 1]++;
+    for (Py_ssize_t i = 0; i < nb; i++)
+        f->edge_at[AT(B->edges, ByteArc, i).src + 1]++;
+    for (Py_ssize_t i = 0; i < nc; i++)
+        f->call_at[AT(B->calls, CallArc, i).src + 1]++;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        f->eps_at[q + 1] += f->eps_at[q];
+        f->edge_at[q + 1] += f->edge_at[q];
+        f->call_at[q + 1] += f->call_at[q];
+    }
+    Py_ssize_t *fill = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
+    if (!fill) {
+        Py_DECREF(rank);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(fill, f->eps_at, (n + 1) * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = 0; i < ne; i++) {
+        const Arc *x = &AT(B->eps, Arc, i);
+        f->eps[fill[x->src]++] = x->dst;
+    }
+    memcpy(fill, f->edge_at, (n + 1) * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = 0; i < nb; i++) {
+        const ByteArc *x = &AT(B->edges, ByteArc, i);
+        Py_ssize_t j = fill[x->src]++;
+        f->edge_tgt[j] = x->dst;
+        f->edge_mask[j] = x->m;
+        f->width[x->src] += (int32_t)(__builtin_popcountll(x->m.w[0]) + __builtin_popcountll(x->m.w[1]) +
+                                      __builtin_popcountll(x->m.w[2]) + __builtin_popcountll(x->m.w[3]));
+        f->important[x->src] = 1;
+    }
+    int ok = -1;
+    memcpy(fill, f->call_at, (n + 1) * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        const CallArc *x = &AT(B->calls, CallArc, i);
+        Py_ssize_t j = fill[x->src]++;
+        f->call_tgt[j] = x->dst;
+        f->width[x->src]++;
+        f->important[x->src] = 1;
+        PyObject *got = PyDict_GetItemWithError(rank, x->name);
+        if (!got) {
+            if (PyErr_Occurred() || PyList_Append(f->names, x->name) < 0)
+                goto out;
+            PyObject *id = PyLong_FromSsize_t(PyList_GET_SIZE(f->names) - 1);
+            if (!id || PyDict_SetItem(rank, x->name, id) < 0) {
+                Py_XDECREF(id);
+                goto out;
+            }
+            Py_DECREF(id);
+            got = id;
+        }
+        f->call_rank[j] = (int32_t)PyLong_AsLong(got);
+    }
+    f->important[final] = 1;
+    ok = rank_callees(f, rank);
+out:
+    PyMem_Free(fill);
+    Py_DECREF(rank);
+    return ok;
+}
+
+static PyObject *compile_expr(PyObject *self, PyObject *args) {
+    PyObject *expr, *types, *result = NULL;
+    Py_ssize_t max_states;
+    Builder B;
+    memset(&B, 0, sizeof(B));
+    B.eps.size = sizeof(Arc);
+    B.edges.size = sizeof(ByteArc);
+    B.calls.size = sizeof(CallArc);
+    if (!PyArg_ParseTuple(args, "OO!nnn", &expr, &PyTuple_Type, &types, &B.max_unroll, &max_states, &B.room))
+        return NULL;
+    if (PyTuple_GET_SIZE(types) != N_TYPES) {
+        PyErr_SetString(PyExc_ValueError, "types must be (Lit, ByteClass, Ref, Seq, Alt, Repeat, Fsm)");
+        return NULL;
+    }
+    for (int i = 0; i < N_TYPES; i++)
+        B.types[i] = PyTuple_GET_ITEM(types, i);
+    Nfa f;
+    memset(&f, 0, sizeof(f));
+    int32_t s, t;
+    if (build(&B, expr, 0, &s, &t) < 0) {
+        if (!PyErr_Occurred())
+            result = Py_BuildValue("(innOOOnO)", B.status, (Py_ssize_t)0, (Py_ssize_t)0, Py_None, Py_None, Py_None,
+                                   B.n, B.info ? B.info : Py_None);
+        goto out;
+    }
+    if (nfa_pack(&f, &B, t) < 0)
+        goto out;
+    PyObject *got = subsets(&f, s, t, max_states, B.room);
+    if (got) {
+        PyObject *tail = Py_BuildValue("(nO)", B.n, Py_None);
+        result = tail ? PySequence_Concat(got, tail) : NULL;
+        Py_XDECREF(tail);
+        Py_DECREF(got);
+    }
+out:
+    nfa_free(&f);
+    PyMem_Free(B.eps.data);
+    PyMem_Free(B.edges.data);
+    PyMem_Free(B.calls.data);
+    Py_XDECREF(B.info);
     return result;
 }
 
@@ -1516,6 +1974,7 @@ static PyMethodDef methods[] = {
     {"split_product", split_product, METH_VARARGS,
      "A token's product with the union of terminals, split by class, trimmed and minimized."},
     {"determinize", determinize, METH_VARARGS, "One rule's DFA from its Thompson NFA, as automaton._determinize."},
+    {"compile_expr", compile_expr, METH_VARARGS, "An expression's NFA, as automaton._build, then its DFA."},
     {NULL, NULL, 0, NULL},
 };
 
