@@ -406,7 +406,7 @@ def _compile_body(name: str, body: Expr) -> RuleAutomaton:
         if body.exclude and item.item_calls:
             raise CompileError(f"counted rule '{name}': excluded words need an item without calls")
         item.guard = Guard.build(body.exclude) if body.exclude else None
-        item.item_digest = _digest(body.item)
+        item.item_digest = digest(body.item)
         return item
     if isinstance(body, Unordered):
         return _compile_unordered(name, body)
@@ -606,7 +606,7 @@ def _fingerprints(rules: list[RuleAutomaton], bodies: list[Expr]) -> list[str]:
     linear in the grammar (a rule-by-rule walk of everything reachable is quadratic).
     """
     callees = [sorted({c for state_calls in r.calls for c, _ in state_calls}) for r in rules]
-    own = [rules[i].name + "=" + _digest(b) for i, b in enumerate(bodies)]
+    own = [rules[i].name + "=" + digest(b) for i, b in enumerate(bodies)]
     out = [""] * len(rules)
     for component in _components(callees):  # callees' components come first
         members = set(component)
@@ -657,19 +657,6 @@ def _components(succ: list[list[int]]) -> list[list[int]]:
                         break
                 out.append(component)
     return out
-
-
-_DIGESTS: dict[Expr, str] = {}
-
-
-def _digest(body: Expr) -> str:
-    got = _DIGESTS.get(body)
-    if got is None:
-        got = digest(body)
-        if len(_DIGESTS) > 4096:
-            _DIGESTS.clear()
-        _DIGESTS[body] = got
-    return got
 
 
 def build_automaton(grammar: Grammar) -> GrammarAutomaton:

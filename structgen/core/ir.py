@@ -293,7 +293,11 @@ def digest(e: Expr) -> str:
     >>> digest(Alt((Lit(b"a"), Ref("b")))) == digest(Seq((Lit(b"a"), Ref("b"))))
     False
     """
-    return hashlib.sha1(_text(e).encode()).hexdigest()[:20]
+    got = e.__dict__.get("_digest")  # kept on the node: a format's automaton recurs across schemas
+    if got is None:
+        got = hashlib.sha1(_text(e).encode()).hexdigest()[:20]
+        object.__setattr__(e, "_digest", got)
+    return got
 
 
 def _text(e: Expr) -> str:
@@ -329,11 +333,30 @@ def _text(e: Expr) -> str:
             todo += (")", x.sep, "|")
             todo.extend(reversed(x.items))
         elif type(x) is Fsm:
-            edges = tuple(tuple((c.ranges, t) for c, t in row) for row in x.edges)
-            out.append(f"F{edges!r}{sorted(x.accept)}")
+            out.append("F" + _fsm_digest(x))
         else:
             raise TypeError(f"not an IR expression: {x!r}")
     return "".join(out)
+
+
+def _fsm_digest(fsm: Fsm) -> str:
+    """An automaton's digest, kept on it: a pattern's automaton (thousands of edges) is in the
+    digest of its rule's name and of every rule body around it."""
+    got = fsm.__dict__.get("_fsm_digest")
+    if got is None:
+        text: dict[int, str] = {}  # id(ByteClass) -> its ranges written out; rows share classes
+        rows = []
+        for row in fsm.edges:
+            part = []
+            for c, t in row:
+                got = text.get(id(c))
+                if got is None:
+                    got = text[id(c)] = repr(c.ranges)
+                part.append(f"{got}>{t}")
+            rows.append(",".join(part))
+        got = hashlib.sha1(f"{';'.join(rows)}|{sorted(fsm.accept)}".encode()).hexdigest()[:20]
+        object.__setattr__(fsm, "_fsm_digest", got)
+    return got
 
 
 def _state_without_hash(self) -> dict:

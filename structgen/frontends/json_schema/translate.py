@@ -141,20 +141,18 @@ class _Converter:
         charge(2 * len(key) if self.canonical else 4 * len(key))
         if self.canonical:
             return string_literal(key)
-        parts: list[Expr] = [Lit(b'"')]
-        for ch in key:
-            options = char_encodings(ch)
-            raw = [Lit(x) for x in options if not x.startswith(b"\\")]
-            if len(raw) == len(options):
-                parts += raw
-                continue
-            # The escaped spellings (up to 16 for one letter) are one shared rule per
-            # character: a key costs a state per character, not six, in every rule it is in.
-            name = f"esc_{ord(ch):x}"
+        got = _WALKED_KEYS.get(key)
+        if got is None:  # keys recur, within a schema ("type", "description") and across them
+            got = _walked_key(key)
+            if len(_WALKED_KEYS) > 4096:  # ~3 kB a key of ten characters
+                _WALKED_KEYS.clear()
+            _WALKED_KEYS[key] = got
+        expr, escapes = got
+        for name, ch in escapes:
             if name not in self.rules:
+                options = char_encodings(ch)
                 self.rule(name, alt(*(Lit(x) for x in options if x.startswith(b"\\"))))
-            parts.append(alt(*raw, Ref(name)))
-        return seq(*parts, Lit(b'"'))
+        return expr
 
     def rule(self, name: str, body: Expr) -> Ref:
         self.rules.setdefault(name, body)
@@ -390,6 +388,28 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
     describe_with(_rule_places(conv))
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     return Grammar(tuple(rules), "root"), tuple(conv.relaxed)  # checked when compiled
+
+
+def _walked_key(key: str) -> tuple[Expr, tuple[tuple[str, str], ...]]:
+    """A key in any JSON spelling, and the escape rules it calls (``(name, character)``): the
+    escaped spellings of a character (up to 16 for one letter) are one shared rule per
+    character, so a key costs a state per character, not six, in every rule it is in."""
+    parts: list[Expr] = [Lit(b'"')]
+    escapes: dict[str, str] = {}
+    for ch in key:
+        options = char_encodings(ch)
+        raw = [Lit(x) for x in options if not x.startswith(b"\\")]
+        if len(raw) == len(options):
+            parts += raw
+            continue
+        name = f"esc_{ord(ch):x}"
+        escapes.setdefault(name, ch)
+        parts.append(alt(*raw, Ref(name)))
+    return seq(*parts, Lit(b'"')), tuple(escapes.items())
+
+
+#: key -> :func:`_walked_key` of it (IR nodes are immutable: one copy serves every schema).
+_WALKED_KEYS: dict[str, tuple[Expr, tuple[tuple[str, str], ...]]] = {}
 
 
 _TEXT_KEYWORDS = ("const", "enum", "required")
