@@ -370,17 +370,20 @@ def _units(states: int, nfa_states: int, visits: int) -> int:
     return max(states, (nfa_states + visits) // 16)
 
 
-_RULES: dict[Expr, RuleAutomaton] = {}
+#: body -> its automaton (calls by callee name) and digest
+_RULES: dict[Expr, tuple[RuleAutomaton, str]] = {}
 
 
-def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton:
-    """The rule's automaton; bodies recur across schemas, so their DFAs are cached by content."""
-    cached = _RULES.get(body)
-    if cached is None:
-        cached = _compile_body(name, body)
+def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> tuple[RuleAutomaton, str]:
+    """The rule's automaton and its body's digest; bodies recur across schemas (a JSON schema's
+    strings, numbers and escapes are in every grammar), so both are cached by content."""
+    got = _RULES.get(body)
+    if got is None:
+        got = (_compile_body(name, body), digest(body))
         if len(_RULES) > 4096:
             _RULES.clear()
-        _RULES[body] = cached
+        _RULES[body] = got
+    cached = got[0]
     calls = [tuple((names[c], t) for c, t in qc) for qc in cached.calls]  # type: ignore[index]
     unordered = cached.unordered
     if unordered is not None:
@@ -388,7 +391,7 @@ def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> RuleAutomaton
                                    unordered.must_add, unordered.slots)
     return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min,
                          cached.max, cached.guard, cached.item_digest, cached.item_calls,
-                         units=cached.units, unordered=unordered)
+                         units=cached.units, unordered=unordered), got[1]
 
 
 def _compile_body(name: str, body: Expr) -> RuleAutomaton:
@@ -598,7 +601,7 @@ def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
     return [frozenset(f) for f in follow]
 
 
-def _fingerprints(rules: list[RuleAutomaton], bodies: list[Expr]) -> list[str]:
+def _fingerprints(rules: list[RuleAutomaton], digests: list[str]) -> list[str]:
     """A digest per rule of its IR and that of every rule it can call (names included).
 
     Computed over strongly connected components in reverse topological order: a component's
@@ -606,7 +609,7 @@ def _fingerprints(rules: list[RuleAutomaton], bodies: list[Expr]) -> list[str]:
     linear in the grammar (a rule-by-rule walk of everything reachable is quadratic).
     """
     callees = [sorted({c for state_calls in r.calls for c, _ in state_calls}) for r in rules]
-    own = [rules[i].name + "=" + digest(b) for i, b in enumerate(bodies)]
+    own = [rules[i].name + "=" + d for i, d in enumerate(digests)]
     out = [""] * len(rules)
     for component in _components(callees):  # callees' components come first
         members = set(component)
@@ -669,10 +672,12 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
     """
     grammar = grammar.checked()
     names = {n: i for i, (n, _) in enumerate(grammar.rules)}
-    rules = []
+    rules, digests = [], []
     for n, body in grammar.rules:
-        rules.append(_compile_rule(n, body, names))
-        charge(max(len(rules[-1].trans), rules[-1].units), n)
+        rule, body_digest = _compile_rule(n, body, names)
+        rules.append(rule)
+        digests.append(body_digest)
+        charge(max(len(rule.trans), rule.units), n)
     for n, forbidden in grammar.lookahead:
         r = rules[names[n]]
         if r.counted or r.unordered is not None:
@@ -682,8 +687,7 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
     rules = _prune_dead(rules, start)
     null = _nullable(rules)
     _check_left_recursion(rules, null)
-    bodies = [body for _, body in grammar.rules]
     for n, forbidden in grammar.lookahead:  # what a rule's states accept depends on its lookahead
-        bodies[names[n]] = Seq((bodies[names[n]], ByteClass.from_bytes(set(forbidden))))
+        digests[names[n]] = digest(Seq((grammar.rules[names[n]][1], ByteClass.from_bytes(set(forbidden)))))
     return GrammarAutomaton(rules, start, null, _first_and_follow(rules, null, start),
-                            _fingerprints(rules, bodies))
+                            _fingerprints(rules, digests))
