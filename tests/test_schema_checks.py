@@ -254,3 +254,63 @@ def test_the_flat_2020_12_metaschema_finds_what_the_original_finds():
             checked += 1
             malformed += bool(want)
     assert checked > 400 and malformed > 200  # the mutations did make most of them malformed
+
+
+# ------------------------------------------------------------------ the fast first pass
+
+def _candidates(with_maskbench: bool):
+    """Schemas and non-schemas to check: MaskBench schemas (every 24th), and every schema
+    and instance of the JSON-Schema-Test-Suite (instances are mostly not schemas: numbers,
+    strings, arrays, objects with keyword-named members)."""
+    import copy
+    from pathlib import Path
+
+    for i, row in enumerate(maskbench.iter_rows() if with_maskbench else ()):
+        if i % 24 == 0:
+            yield row["name"], row["schema"]
+    suite = maskbench.DATA_DIR / "json-schema-test-suite" / "tests"
+    for path in sorted(Path(suite).rglob("*.json")):
+        for g, group in enumerate(json.loads(path.read_text())):
+            yield f"{path.name}#{g}", group["schema"]
+            for t, test in enumerate(group["tests"]):
+                yield f"{path.name}#{g}/{t}", copy.deepcopy(test["data"])
+    for m in MALFORMED:
+        yield "MALFORMED", m[0]
+
+
+@pytest.mark.skipif(not maskbench.available(), reason="shared MaskBench data not present")
+def test_the_fast_pass_never_passes_what_python_jsonschema_refuses():
+    """fastjsonschema's verdict is taken only where it finds nothing wrong: each metaschema's
+    fast validator must then agree that nothing is wrong, on every candidate, and must leave
+    the candidate as it was (its defaults are not written in)."""
+    import copy
+
+    from jsonschema import Draft4Validator, Draft6Validator, Draft7Validator, Draft202012Validator
+    from structgen.frontends.json_schema import metaschema
+
+    checked = passed = refused = 0
+    for cls in (Draft202012Validator, Draft7Validator, Draft6Validator, Draft4Validator):
+        quick, slow = metaschema._fast_checker(cls), metaschema._checker(cls)
+        assert quick is not None, cls
+        # MaskBench's real schemas (slow to check) under the two drafts most schemas are in
+        for name, candidate in _candidates(cls in (Draft202012Validator, Draft7Validator)):
+            before = copy.deepcopy(candidate)
+            fast_ok = metaschema._passes(quick, candidate)
+            assert candidate == before, (cls.__name__, name)
+            checked += 1
+            if fast_ok:
+                passed += 1
+                assert not [e for e in slow.iter_errors(candidate) if not metaschema._duplicates_only(e)], \
+                    (cls.__name__, name)
+            else:
+                refused += 1
+    assert checked > 15_000 and passed > 2_000 and refused > 5_000, (checked, passed, refused)
+
+
+def test_tuples_go_to_python_jsonschema():
+    """fastjsonschema reads a tuple as an array, python-jsonschema does not: a schema with a
+    tuple is checked by python-jsonschema alone (as before: 'enum' must be a list)."""
+    from structgen.frontends.json_schema.translate import translate_schema
+
+    with pytest.raises(SchemaError, match="enum"):
+        translate_schema({"enum": ("a", "b")})

@@ -374,13 +374,13 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
     UnsupportedFeatureError
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
-    check_json_data(schema)
+    lists_only = check_json_data(schema)
     deep = too_deep(schema)
     if deep is not None:
         raise SchemaError(f"the schema nests more than {MAX_NESTING} objects and arrays deep here; "
                           "use \"$ref\" to definitions to flatten it", pointer=deep)
     _check_surrogates(schema)
-    check_metaschema(schema)  # a malformed keyword value is refused, never skipped
+    check_metaschema(schema, lists_only=lists_only)  # a malformed keyword value is refused, never skipped
     # a declared draft: its keywords only (draft 3's as draft 4 spells them)
     conv = _Converter(for_draft(schema), whitespace, strict, canonical, lenient)
     with recursion_room():  # the walk recurses per level of nesting (bounded just above)
@@ -456,8 +456,9 @@ def _refuse_surrogate(text: str, ptr: str) -> None:
 MAX_SCHEMA_VALUES = 2_000_000
 
 
-def check_json_data(schema: Any) -> None:
-    """Check that a schema given as Python data is JSON data, in time linear in its objects.
+def check_json_data(schema: Any) -> bool:
+    """Check that a schema given as Python data is JSON data, in time linear in its objects;
+    return whether every array in it is a list (a tuple is JSON data too).
 
     An object key that is not a string, a value JSON has no spelling for (a set, an object), a
     container that contains itself, or more than :data:`MAX_SCHEMA_VALUES` values once shared
@@ -477,6 +478,7 @@ def check_json_data(schema: Any) -> None:
     size: dict[int, int] = {}  # containers walked completely -> values inside, shared ones spelled out
     open_: set[int] = set()  # containers on the current path: meeting one again is a cycle
     todo: list[tuple[Any, str, bool]] = [(schema, "", False)]
+    lists_only = True
     while todo:
         node, ptr, leaving = todo.pop()
         if leaving:
@@ -504,9 +506,11 @@ def check_json_data(schema: Any) -> None:
                         raise SchemaError(f"object keys must be strings, not {key!r}", pointer=ptr)
                     todo.append((value, join_pointer(ptr, key), False))
             else:
+                lists_only = lists_only and type(node) is list
                 todo.extend((v, join_pointer(ptr, i), False) for i, v in enumerate(node))
         elif node is not None and not isinstance(node, (str, int, float)):  # bool is an int
             raise SchemaError(f"{type(node).__name__} is not JSON data: {node!r:.80}", pointer=ptr)
+    return lists_only
 
 
 def _rule_places(conv: _Converter) -> Callable[[str], str]:
