@@ -1311,10 +1311,8 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
     s.mark = PyMem_Calloc(f.n, sizeof(uint32_t));
     s.stack = PyMem_Malloc(f.n * sizeof(int32_t));
     s.seen = PyMem_Malloc(f.n * sizeof(int32_t));
-    Py_ssize_t most = 0; /* the most (byte or call, target) pairs one DFA state can have */
-    for (Py_ssize_t q = 0; q < f.n; q++)
-        most += f.width[q];
-    pairs = PyMem_Malloc((most + 1) * sizeof(uint64_t));
+    Py_ssize_t pairs_cap = 256; /* grown to a state's width: (byte or call, target) pairs */
+    pairs = PyMem_Malloc(pairs_cap * sizeof(uint64_t));
     trans = PyList_New(0);
     call_rows = PyList_New(0);
     accept = PyList_New(0);
@@ -1327,6 +1325,8 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
     int32_t start_set[1] = {start};
     int status = 0;
     if (close_set(&s, start_set, 1) < 0) {
+        if (!s.too_many)
+            goto out;
         status = 2;
         goto done;
     }
@@ -1337,6 +1337,16 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
         for (Py_ssize_t j = 0; j < n; j++)
             width += f.width[cur[j]];
         s.visits += width / 4; /* the byte edges read below (~4 a visit) */
+        if (width >= pairs_cap) {
+            while (width >= pairs_cap)
+                pairs_cap *= 2;
+            uint64_t *more = PyMem_Realloc(pairs, pairs_cap * sizeof(uint64_t));
+            if (!more) {
+                PyErr_NoMemory();
+                goto out;
+            }
+            pairs = more;
+        }
         if (!((i + 1) & 15) && room >= 0) {
             Py_ssize_t units = (f.n + s.visits) / 16;
             if (sets_len(&s.dfa) > units)
