@@ -116,17 +116,22 @@ typedef struct {
     Py_ssize_t cap;
 } Masks;
 
+/* An open-addressing table of cap ids, all empty (-1); NULL with MemoryError set. */
+static int32_t *empty_slots(Py_ssize_t cap) {
+    int32_t *slots = PyMem_Malloc(cap * sizeof(int32_t));
+    if (!slots)
+        PyErr_NoMemory();
+    else
+        memset(slots, 0xff, cap * sizeof(int32_t));
+    return slots;
+}
+
 static int masks_init(Masks *s) {
     memset(s, 0, sizeof(*s));
     s->masks.size = sizeof(Mask);
     s->cap = 1024;
-    s->slots = PyMem_Malloc(s->cap * sizeof(int32_t));
-    if (!s->slots) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memset(s->slots, 0xff, s->cap * sizeof(int32_t));
-    return 0;
+    s->slots = empty_slots(s->cap);
+    return s->slots ? 0 : -1;
 }
 
 static void masks_free(Masks *s) {
@@ -147,12 +152,9 @@ static int32_t masks_id(Masks *s, const Mask *m) {
         return s->slots[i];
     if (2 * (s->masks.len + 1) > s->cap) {
         Py_ssize_t cap = s->cap * 2;
-        int32_t *slots = PyMem_Malloc(cap * sizeof(int32_t));
-        if (!slots) {
-            PyErr_NoMemory();
+        int32_t *slots = empty_slots(cap);
+        if (!slots)
             return -1;
-        }
-        memset(slots, 0xff, cap * sizeof(int32_t));
         for (Py_ssize_t k = 0; k < s->masks.len; k++)
             slots[masks_slot(s, slots, cap, &AT(s->masks, Mask, k))] = (int32_t)k;
         PyMem_Free(s->slots);
@@ -912,15 +914,11 @@ static int sets_init(Sets *s) {
     s->starts.size = sizeof(Py_ssize_t);
     s->hashes.size = sizeof(uint64_t);
     s->cap = 256;
-    s->slots = PyMem_Malloc(s->cap * sizeof(int32_t));
-    Py_ssize_t *zero = buf_push(&s->starts);
-    if (!s->slots || !zero) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
+    s->slots = empty_slots(s->cap);
+    Py_ssize_t *zero = s->slots ? buf_push(&s->starts) : NULL;
+    if (!zero)
         return -1;
-    }
     *zero = 0;
-    memset(s->slots, 0xff, s->cap * sizeof(int32_t));
     return 0;
 }
 
@@ -968,12 +966,9 @@ static int32_t sets_find(const Sets *s, const int32_t *a, Py_ssize_t n, uint64_t
 static int32_t sets_add(Sets *s, const int32_t *a, Py_ssize_t n, uint64_t h) {
     if (2 * (sets_len(s) + 1) > s->cap) {
         Py_ssize_t cap = s->cap * 2;
-        int32_t *slots = PyMem_Malloc(cap * sizeof(int32_t));
-        if (!slots) {
-            PyErr_NoMemory();
+        int32_t *slots = empty_slots(cap);
+        if (!slots)
             return -1;
-        }
-        memset(slots, 0xff, cap * sizeof(int32_t));
         for (Py_ssize_t id = 0; id < sets_len(s); id++) {
             Py_ssize_t i = (Py_ssize_t)(AT(s->hashes, uint64_t, id) & (uint64_t)(cap - 1));
             while (slots[i] >= 0)
@@ -1067,6 +1062,46 @@ static int nfa_state(PyObject *o, Py_ssize_t n, int32_t *out) {
     return 0;
 }
 
+/* Room for an NFA of n states, ne epsilon edges, nb byte edges and nc calls (offsets, widths
+ * and flags zeroed), its callee list, and *rank, a new name -> first-seen id dict. */
+static int nfa_alloc(Nfa *f, Py_ssize_t n, Py_ssize_t ne, Py_ssize_t nb, Py_ssize_t nc, PyObject **rank) {
+    f->n = n;
+    f->eps_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    f->edge_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    f->call_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    f->eps = PyMem_Malloc((ne + 1) * sizeof(int32_t));
+    f->edge_tgt = PyMem_Malloc((nb + 1) * sizeof(int32_t));
+    f->edge_mask = PyMem_Malloc((nb + 1) * sizeof(Mask));
+    f->call_rank = PyMem_Malloc((nc + 1) * sizeof(int32_t));
+    f->call_tgt = PyMem_Malloc((nc + 1) * sizeof(int32_t));
+    f->width = PyMem_Calloc(n + 1, sizeof(int32_t));
+    f->important = PyMem_Calloc(n + 1, 1);
+    f->names = PyList_New(0);
+    *rank = PyDict_New();
+    if (!f->eps_at || !f->edge_at || !f->call_at || !f->eps || !f->edge_tgt || !f->edge_mask || !f->call_rank ||
+        !f->call_tgt || !f->width || !f->important || !f->names || !*rank) {
+        Py_CLEAR(*rank);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The first-seen id of callee name (rank: name -> id, f->names in that order); -1 on an error. */
+static int32_t callee_id(Nfa *f, PyObject *rank, PyObject *name) {
+    PyObject *got = PyDict_GetItemWithError(rank, name);
+    if (got)
+        return (int32_t)PyLong_AsLong(got);
+    if (PyErr_Occurred() || PyList_Append(f->names, name) < 0)
+        return -1;
+    Py_ssize_t id = PyList_GET_SIZE(f->names) - 1;
+    PyObject *v = PyLong_FromSsize_t(id);
+    int bad = !v || PyDict_SetItem(rank, name, v) < 0;
+    Py_XDECREF(v);
+    return bad ? -1 : (int32_t)id;
+}
+
 /* Callees from first-seen ids (rank: name -> id) to their ranks among the sorted names. */
 static int rank_callees(Nfa *f, PyObject *rank) {
     Py_ssize_t k = PyList_GET_SIZE(f->names), nc = f->call_at[f->n];
@@ -1113,28 +1148,9 @@ static int nfa_open(Nfa *f, PyObject *eps, PyObject *edges, PyObject *calls, int
         nb += PyList_GET_SIZE(b);
         nc += PyList_GET_SIZE(c);
     }
-    f->eps_at = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
-    f->edge_at = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
-    f->call_at = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
-    f->eps = PyMem_Malloc((ne + 1) * sizeof(int32_t));
-    f->edge_tgt = PyMem_Malloc((nb + 1) * sizeof(int32_t));
-    f->edge_mask = PyMem_Malloc((nb + 1) * sizeof(Mask));
-    f->call_rank = PyMem_Malloc((nc + 1) * sizeof(int32_t));
-    f->call_tgt = PyMem_Malloc((nc + 1) * sizeof(int32_t));
-    f->width = PyMem_Malloc((n + 1) * sizeof(int32_t));
-    f->important = PyMem_Malloc(n + 1);
-    f->names = PyList_New(0);
-    PyObject *rank = PyDict_New();
-    if (!f->eps_at || !f->edge_at || !f->call_at || !f->eps || !f->edge_tgt || !f->edge_mask || !f->call_rank ||
-        !f->call_tgt || !f->width || !f->important) {
-        Py_XDECREF(rank);
-        PyErr_NoMemory();
+    PyObject *rank;
+    if (nfa_alloc(f, n, ne, nb, nc, &rank) < 0)
         return -1;
-    }
-    if (!f->names || !rank) {
-        Py_XDECREF(rank);
-        return -1;
-    }
     int ok = -1;
     ne = nb = nc = 0;
     for (Py_ssize_t q = 0; q < n; q++) {
@@ -1183,19 +1199,8 @@ static int nfa_open(Nfa *f, PyObject *eps, PyObject *edges, PyObject *calls, int
             }
             if (nfa_state(PyTuple_GET_ITEM(e, 1), n, &f->call_tgt[nc]) < 0)
                 goto out;
-            PyObject *name = PyTuple_GET_ITEM(e, 0), *got = PyDict_GetItemWithError(rank, name);
-            if (!got) {
-                if (PyErr_Occurred() || PyList_Append(f->names, name) < 0)
-                    goto out;
-                PyObject *id = PyLong_FromSsize_t(PyList_GET_SIZE(f->names) - 1);
-                if (!id || PyDict_SetItem(rank, name, id) < 0) {
-                    Py_XDECREF(id);
-                    goto out;
-                }
-                Py_DECREF(id);
-                got = id;
-            }
-            f->call_rank[nc++] = (int32_t)PyLong_AsLong(got); /* first-seen id; ranked below */
+            if ((f->call_rank[nc++] = callee_id(f, rank, PyTuple_GET_ITEM(e, 0))) < 0)
+                goto out; /* a first-seen id; ranked below */
             width++;
         }
         f->width[q] = width;
@@ -1854,26 +1859,10 @@ static int build(Builder *B, PyObject *e, int depth, int32_t *s_out, int32_t *t_
 /* The built arcs as an Nfa (arcs of a state in the order added, as _build's lists). */
 static int nfa_pack(Nfa *f, Builder *B, int32_t final) {
     memset(f, 0, sizeof(*f));
-    Py_ssize_t n = f->n = B->n, ne = B->eps.len, nb = B->edges.len, nc = B->calls.len;
-    f->eps_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
-    f->edge_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
-    f->call_at = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
-    f->eps = PyMem_Malloc((ne + 1) * sizeof(int32_t));
-    f->edge_tgt = PyMem_Malloc((nb + 1) * sizeof(int32_t));
-    f->edge_mask = PyMem_Malloc((nb + 1) * sizeof(Mask));
-    f->call_rank = PyMem_Malloc((nc + 1) * sizeof(int32_t));
-    f->call_tgt = PyMem_Malloc((nc + 1) * sizeof(int32_t));
-    f->width = PyMem_Calloc(n + 1, sizeof(int32_t));
-    f->important = PyMem_Calloc(n + 1, 1);
-    f->names = PyList_New(0);
-    PyObject *rank = PyDict_New();
-    if (!f->eps_at || !f->edge_at || !f->call_at || !f->eps || !f->edge_tgt || !f->edge_mask || !f->call_rank ||
-        !f->call_tgt || !f->width || !f->important || !f->names || !rank) {
-        Py_XDECREF(rank);
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
+    Py_ssize_t n = B->n, ne = B->eps.len, nb = B->edges.len, nc = B->calls.len;
+    PyObject *rank;
+    if (nfa_alloc(f, n, ne, nb, nc, &rank) < 0)
         return -1;
-    }
     /* counting sort by source state, stable */
     for (Py_ssize_t i = 0; i < ne; i++)
         f->eps_at[AT(B->eps, Arc, i).src + 1]++;
@@ -1915,19 +1904,8 @@ static int nfa_pack(Nfa *f, Builder *B, int32_t final) {
         f->call_tgt[j] = x->dst;
         f->width[x->src]++;
         f->important[x->src] = 1;
-        PyObject *got = PyDict_GetItemWithError(rank, x->name);
-        if (!got) {
-            if (PyErr_Occurred() || PyList_Append(f->names, x->name) < 0)
-                goto out;
-            PyObject *id = PyLong_FromSsize_t(PyList_GET_SIZE(f->names) - 1);
-            if (!id || PyDict_SetItem(rank, x->name, id) < 0) {
-                Py_XDECREF(id);
-                goto out;
-            }
-            Py_DECREF(id);
-            got = id;
-        }
-        f->call_rank[j] = (int32_t)PyLong_AsLong(got);
+        if ((f->call_rank[j] = callee_id(f, rank, x->name)) < 0)
+            goto out;
     }
     f->important[final] = 1;
     ok = rank_callees(f, rank);
