@@ -371,3 +371,22 @@ def test_rule_digests_tell_expressions_apart():
     exprs = [Seq((Lit(b"a"), Ref("b"))), Alt((Lit(b"a"), Ref("b"))), Seq((Lit(b"ab"),)), Lit(b"ab"),
              Ref("ab"), Repeat(Lit(b"a"), 0, 1), Repeat(Lit(b"a"), 0, None), Seq((Ref("a"), Ref("b")))]
     assert len({digest(e) for e in exprs}) == len(exprs)
+
+
+def test_a_body_from_the_rule_cache_is_checked_again_in_each_grammar():
+    """The rule cache keeps each body's references and shape; a grammar that reuses a cached
+    body but lacks a rule it calls, or nests a counted repeat, is refused as before."""
+    from structgen.core.ir import Counted, Grammar, Lit, Ref, seq
+    from structgen.errors import GrammarError
+
+    compiler = Compiler(byte_vocab(), disk_cache=False)
+    body = seq(Lit(b"a"), Ref("b"))
+    compiler.grammar(Grammar((("s", body), ("b", Lit(b"x"))), "s"))
+    with pytest.raises(GrammarError, match="rule 't' refers to undefined rule 'b'"):
+        compiler.grammar(Grammar((("t", seq(Lit(b"a"), Ref("b"))),), "t"))
+    nested = seq(Ref("b"), Counted(Lit(b"x"), 0, 3), Ref("c"))
+    for extra in ((), (("c", Lit(b"y")),)):  # the misplaced repeat comes before the missing 'c'
+        with pytest.raises(GrammarError, match="rule 'n': a counted repeat must be a whole rule body"):
+            compiler.grammar(Grammar((("n", nested), ("b", Lit(b"x"))) + extra, "n"))
+    with pytest.raises(GrammarError, match="rule 'm' refers to undefined rule 'q'"):  # the ref first
+        compiler.grammar(Grammar((("m", seq(Ref("q"), Counted(Lit(b"x"), 0, 3))),), "m"))

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 
 from structgen.core.budget import affordable, charge, room
 from structgen.core.dfa_kernel import kernel, kernel_available
-from structgen.core.liveness import blame, liveness
+from structgen.core.liveness import blame, live_states, liveness
 from structgen.errors import CompileError, EmptyLanguageError
-from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Unordered, alt, digest, seq
+from structgen.core.ir import (Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Shape, Unordered, alt,
+                               digest, seq, shape)
 from structgen.core.unordered import Slots
 
 __all__ = ["RuleAutomaton", "GrammarAutomaton", "UnorderedItems", "build_automaton", "regular_dfa"]
@@ -370,28 +371,50 @@ def _units(states: int, nfa_states: int, visits: int) -> int:
     return max(states, (nfa_states + visits) // 16)
 
 
-#: body -> its automaton (calls by callee name) and digest
-_RULES: dict[Expr, tuple[RuleAutomaton, str]] = {}
+class _Cached:
+    """A compiled rule body as :func:`_compile_rule` keeps it: its :func:`~structgen.core.ir.shape`,
+    the automaton (calls by callee name), its digest, the states that call (most states of
+    most rules call nothing), and the live states when the rule calls nothing at all (then
+    they depend on no other rule)."""
+
+    __slots__ = ("shape", "automaton", "digest", "calling", "solo_live")
+
+    def __init__(self, body_shape: Shape, automaton: RuleAutomaton, body_digest: str) -> None:
+        self.shape, self.automaton, self.digest = body_shape, automaton, body_digest
+        self.calling = tuple((q, qc) for q, qc in enumerate(automaton.calls) if qc)
+        # a tuple: cache entries churn, and the collector stops tracking a tuple of bools
+        self.solo_live = None if self.calling else tuple(live_states(automaton, ()))
 
 
-def _compile_rule(name: str, body: Expr, names: dict[str, int]) -> tuple[RuleAutomaton, str]:
-    """The rule's automaton and its body's digest; bodies recur across schemas (a JSON schema's
-    strings, numbers and escapes are in every grammar), so both are cached by content."""
-    got = _RULES.get(body)
+#: body -> what :func:`_compile_rule` keeps of it
+_RULES: dict[Expr, _Cached] = {}
+
+
+def _compile_rule(name: str, body: Expr, names: dict[str, int], got: "_Cached | None",
+                  body_shape: Shape) -> tuple[RuleAutomaton, _Cached]:
+    """The rule's automaton, and what the cache keeps of its body (``got``: already there, else
+    None); bodies recur across schemas (a JSON schema's strings, numbers and escapes are in
+    every grammar), so their automata are cached by content."""
     if got is None:
-        got = (_compile_body(name, body), digest(body))
+        got = _RULES.get(body)  # an earlier rule of the same grammar may have had this body
+    if got is None:
+        got = _Cached(body_shape, _compile_body(name, body), digest(body))
         if len(_RULES) > 4096:
             _RULES.clear()
         _RULES[body] = got
-    cached = got[0]
-    calls = [tuple((names[c], t) for c, t in qc) for qc in cached.calls]  # type: ignore[index]
+    cached = got.automaton
+    calls = cached.calls  # shared when nothing calls: no rule's lists change after it is built
+    if got.calling:
+        calls = [()] * len(cached.trans)
+        for q, qc in got.calling:
+            calls[q] = tuple((names[c], t) for c, t in qc)
     unordered = cached.unordered
     if unordered is not None:
         unordered = UnorderedItems({names[c]: ks for c, ks in unordered.item_of.items()},
                                    unordered.must_add, unordered.slots)
     return RuleAutomaton(name, cached.trans, calls, cached.accept, cached.counted, cached.min,
                          cached.max, cached.guard, cached.item_digest, cached.item_calls,
-                         units=cached.units, unordered=unordered), got[1]
+                         units=cached.units, unordered=unordered), got
 
 
 def _compile_body(name: str, body: Expr) -> RuleAutomaton:
@@ -452,10 +475,12 @@ def _sep_calls(e: Expr):
 
 # ---------------------------------------------------------------- grammar-level analysis
 
-def _prune_dead(rules: list[RuleAutomaton], start: int) -> list[RuleAutomaton]:
+def _prune_dead(rules: list[RuleAutomaton], start: int,
+                solo: "list[tuple[bool, ...] | None] | None" = None) -> list[RuleAutomaton]:
     """Refuse a grammar that matches nothing; drop the calls and states that cannot lead to a
-    complete match (:mod:`structgen.core.liveness`), so no mask lets a sequence into them."""
-    alive, live_per_rule = liveness(rules)
+    complete match (:mod:`structgen.core.liveness`), so no mask lets a sequence into them.
+    ``solo``: the live states of rules that call nothing, where known (see :func:`liveness`)."""
+    alive, live_per_rule = liveness(rules, solo)
     if not alive[start]:
         culprit = rules[blame(rules, alive, start)].name
         raise EmptyLanguageError(f"rule '{culprit}' matches nothing, so the grammar matches nothing",
@@ -670,13 +695,16 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
     CompileError
         For left recursion or a counted item that is empty or not prefix-free.
     """
-    grammar = grammar.checked()
+    found = [_RULES.get(body) for _, body in grammar.rules]
+    shapes = [shape(body) if got is None else got.shape for got, (_, body) in zip(found, grammar.rules)]
+    grammar.checked(shapes)
     names = {n: i for i, (n, _) in enumerate(grammar.rules)}
-    rules, digests = [], []
-    for n, body in grammar.rules:
-        rule, body_digest = _compile_rule(n, body, names)
+    rules, digests, solo = [], [], []
+    for (n, body), got, body_shape in zip(grammar.rules, found, shapes):
+        rule, cached = _compile_rule(n, body, names, got, body_shape)
         rules.append(rule)
-        digests.append(body_digest)
+        digests.append(cached.digest)
+        solo.append(cached.solo_live)
         charge(max(len(rule.trans), rule.units), n)
     for n, forbidden in grammar.lookahead:
         r = rules[names[n]]
@@ -684,7 +712,7 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
             raise CompileError(f"rule '{n}': a counted or unordered rule cannot have a lookahead")
         rules[names[n]] = RuleAutomaton(r.name, r.trans, r.calls, r.accept, lookahead=forbidden)
     start = names[grammar.start]
-    rules = _prune_dead(rules, start)
+    rules = _prune_dead(rules, start, solo)
     null = _nullable(rules)
     _check_left_recursion(rules, null)
     for n, forbidden in grammar.lookahead:  # what a rule's states accept depends on its lookahead

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable, Sequence, Union
 
 from structgen.errors import GrammarError
 
 __all__ = ["seq", "alt", "substitute", "digest", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Unordered",
-           "Fsm", "Expr", "Grammar"]
+           "Fsm", "Expr", "Grammar", "Shape", "shape"]
 
 
 @dataclass(frozen=True)
@@ -389,26 +389,24 @@ class Grammar:
     def of(start: str, **rules: Expr) -> "Grammar":
         return Grammar(tuple(rules.items()), start).checked()
 
-    def checked(self) -> "Grammar":
-        """Raise :class:`GrammarError` for undefined references or duplicate rule names."""
+    def checked(self, shapes: "Sequence[Shape | None] | None" = None) -> "Grammar":
+        """Raise :class:`GrammarError` for undefined references or duplicate rule names.
+
+        ``shapes``: each rule's :func:`shape` where the caller has it (a compile keeps it with
+        the rule's automaton), else None (computed here)."""
         names = [n for n, _ in self.rules]
-        if len(set(names)) != len(names):
+        defined = set(names)
+        if len(defined) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise GrammarError(f"rule '{dup}' is defined twice")
-        defined = set(names)
-        for name, body in self.rules:
-            for node in nodes(body):
-                if isinstance(node, Ref) and node.name not in defined:
-                    raise GrammarError(f"rule '{name}' refers to undefined rule '{node.name}'")
-                if isinstance(node, Counted) and node is not body:
-                    raise GrammarError(f"rule '{name}': a counted repeat must be a whole rule body")
-                if isinstance(node, Unordered):
-                    if node is not body:
-                        raise GrammarError(f"rule '{name}': an unordered rule must be a whole rule body")
-                    if not node.items or len(node.slots) != len(node.items) or (
-                            node.gives and len(node.gives) != len(node.items)):
-                        raise GrammarError(f"rule '{name}': an unordered rule needs one slot (and "
-                                           "gives, if any) per item")
+        for k, (name, body) in enumerate(self.rules):
+            known = shapes[k] if shapes is not None else None
+            refs, misuse = known if known is not None else shape(body)
+            undefined = next(((k, n) for k, n in refs if n not in defined), None)
+            if misuse is not None and (undefined is None or misuse[0] < undefined[0]):
+                raise GrammarError(f"rule '{name}': {misuse[1]}")
+            if undefined is not None:
+                raise GrammarError(f"rule '{name}' refers to undefined rule '{undefined[1]}'")
         for name, forbidden in self.lookahead:
             if name not in defined:
                 raise GrammarError(f"a lookahead names undefined rule '{name}'")
@@ -420,6 +418,36 @@ class Grammar:
         lines = [f"{n} ::= {b}" for n, b in self.rules]
         lines += [f"{n} !> {ByteClass.from_bytes(set(f))}" for n, f in self.lookahead]
         return "\n".join(lines)
+
+
+#: what :meth:`Grammar.checked` needs of a rule body (see :func:`shape`)
+Shape = tuple[tuple[tuple[int, str], ...], "tuple[int, str] | None"]
+
+
+def shape(body: Expr) -> Shape:
+    """The rules ``body`` calls, each with the position (in :func:`nodes` order) of its first
+    call, and the first misplaced counted or unordered node as (position, what is wrong), or
+    None.
+
+    >>> shape(Seq((Ref("a"), Lit(b"x"), Ref("b"), Ref("a"))))
+    (((1, 'a'), (3, 'b')), None)
+    """
+    refs: dict[str, int] = {}
+    misuse = None
+    for k, node in enumerate(nodes(body)):
+        if isinstance(node, Ref):
+            refs.setdefault(node.name, k)
+        elif misuse is not None:
+            continue
+        elif isinstance(node, Counted) and node is not body:
+            misuse = (k, "a counted repeat must be a whole rule body")
+        elif isinstance(node, Unordered):
+            if node is not body:
+                misuse = (k, "an unordered rule must be a whole rule body")
+            elif not node.items or len(node.slots) != len(node.items) or (
+                    node.gives and len(node.gives) != len(node.items)):
+                misuse = (k, "an unordered rule needs one slot (and gives, if any) per item")
+    return tuple((k, n) for n, k in refs.items()), misuse
 
 
 def substitute(e: Expr, replace: "Callable[[str], Expr | None]") -> Expr:

@@ -34,7 +34,7 @@ def live_states(rule: Any, alive: Sequence[bool]) -> list[bool]:
     n = len(rule.trans)
     back: list[list[int]] = [[] for _ in range(n)]
     for q in range(n):
-        for t in rule.trans[q].values():
+        for t in set(rule.trans[q].values()):  # up to 256 bytes, most to one or two targets
             back[t].append(q)
         for callee, t in rule.calls[q]:
             if alive[callee]:
@@ -67,10 +67,15 @@ def _matches_given(rule: Any, alive: Sequence[bool], live: "list[bool] | None") 
     return (live if live is not None else live_states(rule, alive))[0]
 
 
-def liveness(rules: Sequence[Any]) -> tuple[list[bool], list[list[bool]]]:
+def liveness(rules: Sequence[Any], solo: "Sequence[Sequence[bool] | None] | None" = None,
+             ) -> tuple[list[bool], list[Sequence[bool]]]:
     """``(productive, live)``: per rule, whether it matches some string (least fixpoint: a rule
     that can only match by calling itself, directly or through others, matches nothing), and
     its :func:`live_states` given those.
+
+    ``solo[i]``, where not None, is rule ``i``'s :func:`live_states` already known because it
+    calls nothing (a compile keeps it with the rule's automaton); it is returned as it is, not
+    copied, so callers must not change the lists they get.
 
     One backward search per rule, resumed where a callee turns out to match (its call edges
     open then), so every edge is crossed once. (Re-running :func:`live_states` on a caller each
@@ -85,11 +90,18 @@ def liveness(rules: Sequence[Any]) -> tuple[list[bool], list[list[bool]]]:
     """
     n = len(rules)
     alive = [False] * n
-    live = [[bool(a) for a in r.accept] for r in rules]
+    live: list[Any] = []  # per rule: its live states (a list while it may still grow)
     back: list[list[list[int]]] = []
     back_calls: list[list[list[tuple[int, int]]]] = []  # per rule, per state: (caller state, callee)
     waiting: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]  # per callee: (rule, from, to)
     for i, r in enumerate(rules):
+        known = solo[i] if solo is not None else None
+        if known is not None:  # nothing to search: the states are final and no edge waits
+            live.append(known)
+            back.append([])
+            back_calls.append([])
+            continue
+        live.append([bool(a) for a in r.accept])
         b: list[list[int]] = [[] for _ in r.trans]
         bc: list[list[tuple[int, int]]] = [[] for _ in r.trans]
         for q, row in enumerate(r.trans):
@@ -122,7 +134,8 @@ def liveness(rules: Sequence[Any]) -> tuple[list[bool], list[list[bool]]]:
             turned.append(i)
 
     for i in range(n):
-        spread(i, [q for q, ok in enumerate(live[i]) if ok])
+        if back[i]:
+            spread(i, [q for q, ok in enumerate(live[i]) if ok])
         check(i)
     while turned:
         c = turned.pop()
