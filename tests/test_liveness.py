@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 import structgen
-from structgen.core import automaton
+from structgen.core import grammar_facts
 from structgen.core.liveness import live_states, liveness
 from sql_data import SQL_DIR
 
@@ -99,7 +99,7 @@ def seen_rules(monkeypatch):
         seen.append(list(rules))
         return got
 
-    monkeypatch.setattr(automaton, "liveness", spy)
+    monkeypatch.setattr(grammar_facts, "liveness", spy)
     return seen
 
 

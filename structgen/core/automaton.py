@@ -11,21 +11,23 @@ compiles to the DFA of ``item (sep item)*`` whose item edges are calls; which it
 the rule called, and the slots written live beside the state at run time
 (:class:`~structgen.core.unordered.Slots` says what may come next).
 
-This module also derives, once per grammar, the facts the mask builder needs:
-``nullable`` rules, left-recursion (rejected), the ``follow`` bytes of each rule (which bytes
-may come right after it returns) and a content fingerprint of each rule and everything it calls.
+:func:`build_automaton` compiles every rule (each body once per process: :class:`_Cached`),
+then derives the facts of the whole grammar the mask builder needs
+(:mod:`structgen.core.grammar_facts`): dead parts pruned, ``nullable`` rules, left recursion
+refused, the ``follow`` bytes of each rule and a content fingerprint of each rule and
+everything it calls.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 
 from structgen.core.budget import affordable, charge, room
 from structgen.core.dfa_kernel import kernel, kernel_available
-from structgen.core.liveness import blame, live_states, liveness
-from structgen.errors import CompileError, EmptyLanguageError
+from structgen.core.grammar_facts import check_left_recursion, fingerprints, first_and_follow, nullable, prune_dead
+from structgen.core.liveness import live_states
+from structgen.core.memo import Recent
+from structgen.errors import CompileError
 from structgen.core.ir import (Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Shape, Unordered, alt,
                                digest, seq, shape)
 from structgen.core.unordered import Slots
@@ -221,17 +223,14 @@ def _build(nfa: _NFA, e: Expr, names: dict[str, int], rule: str) -> tuple[int, i
     raise CompileError(f"rule '{rule}': unexpected IR node {type(e).__name__}")
 
 
-_REGULAR_DFAS: dict[Expr, RuleAutomaton] = {}
+_REGULAR_DFAS: Recent[Expr, RuleAutomaton] = Recent(2048)
 
 
 def regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
     """DFA of a reference-free expression, cached per process (JSON characters recur a lot)."""
     got = _REGULAR_DFAS.get(e)
     if got is None:
-        got = _dfa_of(e, rule)
-        if len(_REGULAR_DFAS) > 4096:
-            _REGULAR_DFAS.clear()
-        _REGULAR_DFAS[e] = got
+        got = _REGULAR_DFAS[e] = _dfa_of(e, rule)
     return got
 
 
@@ -387,7 +386,7 @@ class _Cached:
 
 
 #: body -> what :func:`_compile_rule` keeps of it
-_RULES: dict[Expr, _Cached] = {}
+_RULES: Recent[Expr, _Cached] = Recent(2048)
 
 
 def _compile_rule(name: str, body: Expr, names: dict[str, int], got: "_Cached | None",
@@ -398,10 +397,7 @@ def _compile_rule(name: str, body: Expr, names: dict[str, int], got: "_Cached | 
     if got is None:
         got = _RULES.get(body)  # an earlier rule of the same grammar may have had this body
     if got is None:
-        got = _Cached(body_shape, _compile_body(name, body), digest(body))
-        if len(_RULES) > 4096:
-            _RULES.clear()
-        _RULES[body] = got
+        got = _RULES[body] = _Cached(body_shape, _compile_body(name, body), digest(body))
     cached = got.automaton
     calls = cached.calls  # shared when nothing calls: no rule's lists change after it is built
     if got.calling:
@@ -473,220 +469,6 @@ def _sep_calls(e: Expr):
         yield from _sep_calls(e.item)
 
 
-# ---------------------------------------------------------------- grammar-level analysis
-
-def _prune_dead(rules: list[RuleAutomaton], start: int,
-                solo: "list[tuple[bool, ...] | None] | None" = None) -> list[RuleAutomaton]:
-    """Refuse a grammar that matches nothing; drop the calls and states that cannot lead to a
-    complete match (:mod:`structgen.core.liveness`), so no mask lets a sequence into them.
-    ``solo``: the live states of rules that call nothing, where known (see :func:`liveness`)."""
-    alive, live_per_rule = liveness(rules, solo)
-    if not alive[start]:
-        culprit = rules[blame(rules, alive, start)].name
-        raise EmptyLanguageError(f"rule '{culprit}' matches nothing, so the grammar matches nothing",
-                                 rule=culprit)
-    out = []
-    for r, live in zip(rules, live_per_rule):
-        if all(live) and all(alive[c] for qc in r.calls for c, _ in qc):
-            out.append(r)
-            continue
-        trans = [{b: t for b, t in row.items() if live[t]} if live[q] else {} for q, row in enumerate(r.trans)]
-        calls = [tuple((c, t) for c, t in qc if alive[c] and live[t]) if live[q] else ()
-                 for q, qc in enumerate(r.calls)]
-        out.append(dataclasses.replace(r, trans=trans, calls=calls))
-    return out
-
-
-def _nullable(rules: list[RuleAutomaton]) -> list[bool]:
-    null = [r.counted and r.min == 0 for r in rules]
-    changed = True
-    while changed:
-        changed = False
-        for i, r in enumerate(rules):
-            if null[i] or r.counted:
-                continue
-            if _state_nullable(r, 0, null, set()):
-                null[i] = changed = True
-    for i, r in enumerate(rules):
-        if r.item_calls and _state_nullable(r, 0, null, set()):
-            raise CompileError(f"counted rule '{r.name}': an item may read nothing (through the "
-                               "rules it calls); each item must read at least one byte")
-    return null
-
-
-def _state_nullable(r: RuleAutomaton, q: int, null: list[bool], seen: set[int]) -> bool:
-    if r.accept[q]:
-        return True
-    seen.add(q)
-    return any(null[c] and t not in seen and _state_nullable(r, t, null, seen) for c, t in r.calls[q])
-
-
-def _check_left_recursion(rules: list[RuleAutomaton], null: list[bool]) -> None:
-    # Edge r -> c when r can call c before reading any byte.
-    graph: list[set[int]] = []
-    for r in rules:  # a counted rule's later items come after bytes: only its first item counts
-        succ: set[int] = set()
-        todo, seen = [0], {0}
-        while todo:
-            q = todo.pop()
-            for c, t in r.calls[q]:
-                succ.add(c)
-                if null[c] and t not in seen:
-                    seen.add(t)
-                    todo.append(t)
-        graph.append(succ)
-    color = [0] * len(rules)
-
-    def visit(i: int, path: list[int]) -> None:
-        color[i] = 1
-        for j in graph[i]:
-            if color[j] == 1:
-                cycle = " -> ".join(rules[k].name for k in path[path.index(j):] + [j])
-                raise CompileError(f"left recursion: {cycle} can call itself without reading "
-                                   "input; rewrite it so each loop reads at least one byte")
-            if color[j] == 0:
-                visit(j, path + [j])
-        color[i] = 2
-
-    for i in range(len(rules)):
-        if color[i] == 0:
-            visit(i, [i])
-
-
-def _reach(r: RuleAutomaton, q: int, null: list[bool]) -> tuple[set[int], set[int], bool]:
-    """From state ``q`` of ``r``, skipping calls to nullable rules: the bytes it may read, the
-    rules it may call, and whether it may complete without reading."""
-    byts: set[int] = set()
-    calls: set[int] = set()
-    done = False
-    todo, seen = [q], {q}
-    while todo:
-        s = todo.pop()
-        byts.update(r.trans[s])
-        done = done or r.accept[s]
-        for c, t in r.calls[s]:
-            calls.add(c)
-            if null[c] and t not in seen:
-                seen.add(t)
-                todo.append(t)
-    return byts, calls, done
-
-
-def _propagate(sets: list[set[int]], flows: list[set[int]]) -> None:
-    """Least fixpoint of ``sets[j] ⊇ sets[i]`` for every ``j`` in ``flows[i]`` (a worklist, so
-    each set grows at most 256 times however long the chains are)."""
-    todo = list(range(len(sets)))
-    queued = [True] * len(sets)
-    while todo:
-        i = todo.pop()
-        queued[i] = False
-        for j in flows[i]:
-            if not sets[i] <= sets[j]:
-                sets[j] |= sets[i]
-                if not queued[j]:
-                    queued[j] = True
-                    todo.append(j)
-
-
-def _first_and_follow(rules: list[RuleAutomaton], null: list[bool], start: int):
-    """The bytes that may come right after each rule returns (``follow``).
-
-    Linear in the grammar: each (rule, state) is explored once, then sets flow along a
-    dependency graph (a rule's first bytes into its callers', a caller's follow into a callee
-    called last), instead of re-walking every rule until nothing changes.
-    """
-    # first[i]: bytes rule i may read first (through calls)
-    first = [set() for _ in rules]
-    into_first: list[set[int]] = [set() for _ in rules]  # c -> rules whose first includes c's
-    for i, r in enumerate(rules):
-        byts, calls, _ = _reach(r, 0, null)
-        first[i] = byts
-        for c in calls:
-            into_first[c].add(i)
-    _propagate(first, into_first)
-    follow = [set() for _ in rules]
-    into_follow: list[set[int]] = [set() for _ in rules]  # i -> callees i may return through
-    for i, r in enumerate(rules):
-        after: dict[int, tuple[set[int], bool]] = {}
-        for q in range(len(r.trans)):
-            for c, t in r.calls[q]:
-                if t not in after:
-                    byts, calls, done = _reach(r, t, null)
-                    if done and r.counted:  # the item ends: another may start, or the rule end
-                        more_bytes, more_calls, _ = _reach(r, 0, null)
-                        byts, calls = byts | more_bytes, calls | more_calls
-                    for d in calls:
-                        byts |= first[d]
-                    after[t] = (byts, done)
-                byts, done = after[t]
-                follow[c] |= byts
-                if done:
-                    into_follow[i].add(c)
-    _propagate(follow, into_follow)
-    return [frozenset(f) for f in follow]
-
-
-def _fingerprints(rules: list[RuleAutomaton], digests: list[str]) -> list[str]:
-    """A digest per rule of its IR and that of every rule it can call (names included).
-
-    Computed over strongly connected components in reverse topological order: a component's
-    digest covers its members' IR and the digests of the components it calls, so the work is
-    linear in the grammar (a rule-by-rule walk of everything reachable is quadratic).
-    """
-    callees = [sorted({c for state_calls in r.calls for c, _ in state_calls}) for r in rules]
-    own = [rules[i].name + "=" + d for i, d in enumerate(digests)]
-    out = [""] * len(rules)
-    for component in _components(callees):  # callees' components come first
-        members = set(component)
-        outside = sorted({out[c] for i in component for c in callees[i] if c not in members})
-        shared = hashlib.sha1("\n".join(sorted(own[i] for i in component) + outside).encode()).hexdigest()
-        for i in component:
-            out[i] = hashlib.sha1((own[i] + "\n" + shared).encode()).hexdigest()[:20]
-    return out
-
-
-def _components(succ: list[list[int]]) -> list[list[int]]:
-    """Strongly connected components (Tarjan, iterative), each after those it reaches."""
-    index = [-1] * len(succ)
-    low = [0] * len(succ)
-    on_stack = [False] * len(succ)
-    stack: list[int] = []
-    out: list[list[int]] = []
-    counter = 0
-    for root in range(len(succ)):
-        if index[root] >= 0:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, k = work.pop()
-            if k == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on_stack[v] = True
-            if k < len(succ[v]):
-                work.append((v, k + 1))
-                w = succ[v][k]
-                if index[w] < 0:
-                    work.append((w, 0))
-                elif on_stack[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            if work:  # v is done: pass its low link to the parent
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on_stack[w] = False
-                    component.append(w)
-                    if w == v:
-                        break
-                out.append(component)
-    return out
-
-
 def build_automaton(grammar: Grammar) -> GrammarAutomaton:
     """Compile every rule of ``grammar`` and run the grammar-level analyses.
 
@@ -712,10 +494,10 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
             raise CompileError(f"rule '{n}': a counted or unordered rule cannot have a lookahead")
         rules[names[n]] = RuleAutomaton(r.name, r.trans, r.calls, r.accept, lookahead=forbidden)
     start = names[grammar.start]
-    rules = _prune_dead(rules, start, solo)
-    null = _nullable(rules)
-    _check_left_recursion(rules, null)
+    rules = prune_dead(rules, start, solo)
+    null = nullable(rules)
+    check_left_recursion(rules, null)
     for n, forbidden in grammar.lookahead:  # what a rule's states accept depends on its lookahead
         digests[names[n]] = digest(Seq((grammar.rules[names[n]][1], ByteClass.from_bytes(set(forbidden)))))
-    return GrammarAutomaton(rules, start, null, _first_and_follow(rules, null, start),
-                            _fingerprints(rules, digests))
+    return GrammarAutomaton(rules, start, null, first_and_follow(rules, null, start),
+                            fingerprints(rules, digests))

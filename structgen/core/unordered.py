@@ -20,13 +20,14 @@ True
 from __future__ import annotations
 
 from structgen.core.ir import Unordered
+from structgen.core.memo import Recent
 from structgen.errors import CompileError
 
 __all__ = ["Slots"]
 
 State = tuple[int, int, int]  # written, got, count
 
-_SLOTS: dict[Unordered, "Slots"] = {}
+_SLOTS: "Recent[Unordered, Slots]" = Recent(2048)
 
 
 class Slots:
@@ -59,8 +60,6 @@ class Slots:
         """The bookkeeping of ``body``, shared per process (memos fill as states are reached)."""
         got = _SLOTS.get(body)
         if got is None:
-            if len(_SLOTS) > 4096:
-                _SLOTS.clear()
             got = _SLOTS[body] = Slots(body)
         return got
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from structgen.core.memo import Recent
 from structgen.core.regular import matcher
 from structgen.errors import UnsupportedFeatureError
 from structgen.frontends.json_schema.formats import FORMAT_ALIASES, FORMAT_PATTERNS
@@ -19,15 +20,13 @@ from structgen.frontends.regex.ecma import pattern_to_ir
 
 __all__ = ["pattern_matches", "matches_avoided"]
 
-_PATTERNS: dict[tuple[str, str], Any] = {}
+_PATTERNS: Recent[tuple[str, str], Any] = Recent(512)
 
 
 def pattern_matches(pattern: str, key: str, pointer: str) -> bool:
     """Whether the ECMA-262 ``pattern`` finds a match in ``key`` (memoized per pattern)."""
     got = _PATTERNS.get((pattern, pointer))
     if got is None:
-        if len(_PATTERNS) > 1024:
-            _PATTERNS.clear()
         got = _PATTERNS[(pattern, pointer)] = matcher(pattern_to_ir(pattern, pointer=pointer, canonical=True))
     return got(json.dumps(key, ensure_ascii=False)[1:-1].encode())
 

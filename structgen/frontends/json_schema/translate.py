@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 from structgen.core.budget import charge, describe_with, place
 from structgen.core.depth import MAX_NESTING, recursion_room, too_deep
 from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
+from structgen.core.memo import Recent
 from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.frontends.json_schema.arrays import array_expr
 from structgen.frontends.json_schema.dnf import Merger
@@ -143,10 +144,7 @@ class _Converter:
             return string_literal(key)
         got = _WALKED_KEYS.get(key)
         if got is None:  # keys recur, within a schema ("type", "description") and across them
-            got = _walked_key(key)
-            if len(_WALKED_KEYS) > 4096:  # ~3 kB a key of ten characters
-                _WALKED_KEYS.clear()
-            _WALKED_KEYS[key] = got
+            got = _WALKED_KEYS[key] = _walked_key(key)
         expr, escapes = got
         for name, ch in escapes:
             if name not in self.rules:
@@ -409,7 +407,7 @@ def _walked_key(key: str) -> tuple[Expr, tuple[tuple[str, str], ...]]:
 
 
 #: key -> :func:`_walked_key` of it (IR nodes are immutable: one copy serves every schema).
-_WALKED_KEYS: dict[str, tuple[Expr, tuple[tuple[str, str], ...]]] = {}
+_WALKED_KEYS: Recent[str, tuple[Expr, tuple[tuple[str, str], ...]]] = Recent(2048)
 
 
 _TEXT_KEYWORDS = ("const", "enum", "required")
