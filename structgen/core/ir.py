@@ -316,6 +316,14 @@ def _text(e: Expr) -> str:
             out.append("@" + repr(x.name))
         elif type(x) is ByteClass:
             out.append("B" + repr(x.ranges))
+        elif type(x) is Alt and len(x.items) <= 4 and all(type(i) is Lit or type(i) is Ref for i in x.items):
+            # a character of a key in any spelling ("k" | esc_6b): one shared node per
+            # character, in every key; its text is kept on it
+            got = x.__dict__.get("_text")
+            if got is None:
+                got = "A(" + "".join(repr(i.data) if type(i) is Lit else "@" + repr(i.name) for i in x.items) + ")"
+                object.__setattr__(x, "_text", got)
+            out.append(got)
         elif type(x) is Seq or type(x) is Alt:
             out.append("S(" if type(x) is Seq else "A(")
             todo.append(")")
@@ -360,8 +368,9 @@ def _fsm_digest(fsm: Fsm) -> str:
 
 
 def _state_without_hash(self) -> dict:
-    # String hashes differ between processes: a pickled one would break lookups after loading.
-    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    # String hashes differ between processes: a pickled one would break lookups after loading
+    # (a kept text is only left out: it is made again where needed).
+    return {k: v for k, v in self.__dict__.items() if k != "_hash" and k != "_text"}
 
 
 for _cls in (Seq, Alt, Repeat, Counted, Unordered, Fsm):

@@ -395,15 +395,24 @@ def _walked_key(key: str) -> tuple[Expr, tuple[tuple[str, str], ...]]:
     parts: list[Expr] = [Lit(b'"')]
     escapes: dict[str, str] = {}
     for ch in key:
-        options = char_encodings(ch)
-        raw = [Lit(x) for x in options if not x.startswith(b"\\")]
-        if len(raw) == len(options):
-            parts += raw
-            continue
-        name = f"esc_{ord(ch):x}"
-        escapes.setdefault(name, ch)
-        parts.append(alt(*raw, Ref(name)))
+        part, name = _key_char(ch)
+        parts += part
+        if name is not None:
+            escapes.setdefault(name, ch)
     return seq(*parts, Lit(b'"')), tuple(escapes.items())
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_char(ch: str) -> tuple[tuple[Expr, ...], "str | None"]:
+    """A key's character in any spelling, and the name of its escape rule (None: it has no
+    escaped spelling); one node per character shared by every key, so its hash and digest
+    text are made once (:func:`structgen.core.ir.digest`)."""
+    options = char_encodings(ch)
+    raw = tuple(Lit(x) for x in options if not x.startswith(b"\\"))
+    if len(raw) == len(options):
+        return raw, None
+    name = f"esc_{ord(ch):x}"
+    return (alt(*raw, Ref(name)),), name
 
 
 #: key -> :func:`_walked_key` of it (IR nodes are immutable: one copy serves every schema).
