@@ -911,6 +911,7 @@ def test_spaced_whitespace_is_json_dumps_spacing_exactly(value):
 @pytest.mark.parametrize("schema,pointer", [
     ({"type": "object", "properties": {1: {"type": "string"}}}, "/properties"),
     ({"enum": [{"a": {2: 3}}]}, "/enum/0/a"),
+    ({"properties": {"a/b": {"enum": [[1, {"~x": {3: 4}}]]}}}, "/properties/a~1b/enum/0/1/~0x"),
 ])
 def test_non_string_keys_in_a_python_schema_are_schema_errors(schema, pointer):
     with pytest.raises(SchemaError, match="keys must be strings") as info:
@@ -932,3 +933,13 @@ def test_integer_spellings_follow_the_draft(draft, later):
             assert accepts(schema, text) is validator.is_valid(json.loads(text)) is (later or "." not in text)
     schema = {"$schema": draft, "type": "integer"}
     assert accepts(schema, "1e1") is later  # (with bounds, exponents are refused in every draft)
+
+
+@pytest.mark.parametrize("schema,pointer,message", [
+    ({"properties": {"": {"enum": [{1, 2}]}}}, "/properties//enum/0", "set is not JSON data"),
+    ({"items": [{"const": object()}]}, "/items/0/const", "object is not JSON data"),
+])
+def test_values_json_cannot_spell_are_schema_errors_naming_where(schema, pointer, message):
+    with pytest.raises(SchemaError, match=message) as info:
+        structgen.compile_json_schema(schema, BYTES)
+    assert info.value.pointer == pointer

@@ -164,13 +164,14 @@ class Compiler:
         from structgen.frontends.json_schema.translate import check_json_data, translate_schema
 
         schema = parse_schema(schema)
-        check_json_data(schema)  # before its JSON text is the cache key: a cycle, 2**40 values
+        # before its JSON text is the cache key: a cycle, 2**40 values
+        lists_only = check_json_data(schema)
         options = {"whitespace": whitespace, "strict": strict, "canonical": canonical,
                    "lenient": lenient}
         key = entry_key(schema, options, self.vocabulary.fingerprint)
         if key is None:  # not plain JSON data: no content key, compile (the IR cache still works)
             with self._compiling():
-                grammar, relaxed = translate_schema(schema, **options)
+                grammar, relaxed = translate_schema(schema, **options, lists_only=lists_only)
                 return self.grammar(grammar, source=schema, kind="schema").described(schema, relaxed)
         got = self._schemas.get(key)
         if got is not None:
@@ -185,7 +186,7 @@ class Compiler:
                 self._cache[grammar] = compiled
         else:
             with self._compiling():
-                grammar, relaxed = translate_schema(schema, **options)
+                grammar, relaxed = translate_schema(schema, **options, lists_only=lists_only)
                 compiled = self.grammar(grammar, source=schema, kind="schema")
             if path is not None:
                 store_entry(path, key, (grammar, relaxed, compiled.automaton))

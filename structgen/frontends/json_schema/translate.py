@@ -353,8 +353,8 @@ def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact",
 
 
 def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", "spaced"] = "flexible",
-                     strict: bool = False, canonical: bool = False,
-                     lenient: bool = False) -> tuple[Grammar, tuple[Relaxed, ...]]:
+                     strict: bool = False, canonical: bool = False, lenient: bool = False,
+                     lists_only: "bool | None" = None) -> tuple[Grammar, tuple[Relaxed, ...]]:
     """The grammar of a JSON schema, and the constraints ``lenient`` dropped (empty otherwise).
 
     ``strict=True`` closes objects whose schema does not mention ``additionalProperties`` (the
@@ -363,7 +363,8 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
     writes them (non-ASCII raw or escaped), integers without fraction, no exponents, no ``-0``;
     ``False`` (walking, validating) accepts every JSON spelling of an allowed value.
     ``lenient=True`` drops keywords of :data:`LENIENT_KEYWORDS` that cannot be honoured,
-    instead of raising; each is recorded.
+    instead of raising; each is recorded. ``lists_only``: what :func:`check_json_data`
+    returned for this very schema, when the caller has just run it (then it is not run again).
 
     Raises
     ------
@@ -372,7 +373,8 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
     UnsupportedFeatureError
         A keyword the compiler cannot honour yet; the message names it and its JSON pointer.
     """
-    lists_only = check_json_data(schema)
+    if lists_only is None:
+        lists_only = check_json_data(schema)
     deep = too_deep(schema)
     if deep is not None:
         raise SchemaError(f"the schema nests more than {MAX_NESTING} objects and arrays deep here; "
@@ -484,17 +486,19 @@ def check_json_data(schema: Any) -> bool:
     """
     size: dict[int, int] = {}  # containers walked completely -> values inside, shared ones spelled out
     open_: set[int] = set()  # containers on the current path: meeting one again is a cycle
-    todo: list[tuple[Any, str, bool]] = [(schema, "", False)]
+    # where a value is: "" (the root) or (where its container is, its key or index), made into
+    # a JSON pointer only for an error (joining one per value was half of this walk)
+    todo: list[tuple[Any, Any, bool]] = [(schema, "", False)]
     lists_only = True
     while todo:
-        node, ptr, leaving = todo.pop()
+        node, where, leaving = todo.pop()
         if leaving:
             children = node.values() if isinstance(node, dict) else node
             n = 1 + sum(size.get(id(v), 1) for v in children)
             if n > MAX_SCHEMA_VALUES:
                 raise SchemaError(f"the schema spells out more than {MAX_SCHEMA_VALUES} JSON values here "
                                   "(a container shared by several places counts at each); "
-                                  "use \"$ref\" to share a subschema", pointer=ptr)
+                                  "use \"$ref\" to share a subschema", pointer=_pointer(where))
             open_.discard(id(node))
             size[id(node)] = n
             continue
@@ -502,22 +506,34 @@ def check_json_data(schema: Any) -> bool:
             if id(node) in open_:
                 raise SchemaError("the schema contains itself here (a cycle in the Python "
                                   "objects): JSON cannot spell it; use \"$ref\" for recursion",
-                                  pointer=ptr)
+                                  pointer=_pointer(where))
             if id(node) in size:
                 continue
             open_.add(id(node))
-            todo.append((node, ptr, True))
+            todo.append((node, where, True))
             if isinstance(node, dict):
                 for key, value in node.items():
                     if not isinstance(key, str):
-                        raise SchemaError(f"object keys must be strings, not {key!r}", pointer=ptr)
-                    todo.append((value, join_pointer(ptr, key), False))
+                        raise SchemaError(f"object keys must be strings, not {key!r}", pointer=_pointer(where))
+                    todo.append((value, (where, key), False))
             else:
                 lists_only = lists_only and type(node) is list
-                todo.extend((v, join_pointer(ptr, i), False) for i, v in enumerate(node))
+                todo.extend((v, (where, i), False) for i, v in enumerate(node))
         elif node is not None and not isinstance(node, (str, int, float)):  # bool is an int
-            raise SchemaError(f"{type(node).__name__} is not JSON data: {node!r:.80}", pointer=ptr)
+            raise SchemaError(f"{type(node).__name__} is not JSON data: {node!r:.80}", pointer=_pointer(where))
     return lists_only
+
+
+def _pointer(where: Any) -> str:
+    """The JSON pointer of a place :func:`check_json_data` wrote as nested (container, key)."""
+    keys = []
+    while where != "":
+        where, key = where
+        keys.append(key)
+    ptr = ""
+    for key in reversed(keys):
+        ptr = join_pointer(ptr, key)
+    return ptr
 
 
 def _rule_places(conv: _Converter) -> Callable[[str], str]:
