@@ -390,3 +390,34 @@ def test_a_body_from_the_rule_cache_is_checked_again_in_each_grammar():
             compiler.grammar(Grammar((("n", nested), ("b", Lit(b"x"))) + extra, "n"))
     with pytest.raises(GrammarError, match="rule 'm' refers to undefined rule 'q'"):  # the ref first
         compiler.grammar(Grammar((("m", seq(Ref("q"), Counted(Lit(b"x"), 0, 3))),), "m"))
+
+
+def test_rule_shapes_follow_the_node_order():
+    """``shape`` (what Grammar.checked reads of each body) walks the nodes inline; it agrees
+    with the node order of ``nodes`` on every body of real schemas and a grammar file."""
+    from structgen.core.ir import Counted, Lit, Ref, Seq, Unordered, nodes, shape
+    from structgen.frontends.json_schema.translate import translate_schema
+    from structgen.frontends.lark.reader import read_grammar
+
+    def by_nodes(body):
+        refs, misuse = {}, None
+        for k, node in enumerate(nodes(body)):
+            if isinstance(node, Ref):
+                refs.setdefault(node.name, k)
+            elif misuse is None and isinstance(node, (Counted, Unordered)) and node is not body:
+                misuse = k
+        return tuple((k, n) for n, k in refs.items()), misuse
+
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#"}, "maxItems": 3},
+                                                "b": {"anyOf": [{"type": "string", "format": "date"}, {"enum": [1, "x"]}]}},
+              "required": ["b"]}
+    bodies = [b for _, b in translate_schema(schema)[0].rules]
+    bodies += [b for _, b in translate_schema(schema, canonical=True)[0].rules]
+    bodies += [b for _, b in read_grammar((ROOT / "benchmarks" / "data" / "grammar_c_expr.lark").read_text()).rules]
+    assert any(isinstance(b, Unordered) for b in bodies) and any(isinstance(b, Counted) for b in bodies)
+    for body in bodies:
+        refs, misuse = shape(body)
+        assert (refs, misuse) == (by_nodes(body)[0], None)
+    nested = Seq((Ref("x"), Counted(Lit(b"y"), 0, 2), Ref("z")))
+    assert shape(nested) == (((1, "x"), (4, "z")), (2, "a counted repeat must be a whole rule body"))
+    assert by_nodes(nested) == (((1, "x"), (4, "z")), 2)

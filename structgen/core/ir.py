@@ -443,19 +443,30 @@ def shape(body: Expr) -> Shape:
     """
     refs: dict[str, int] = {}
     misuse = None
-    for k, node in enumerate(nodes(body)):
-        if isinstance(node, Ref):
+    todo: list = [body]
+    k = -1
+    while todo:  # the order of :func:`nodes`, inlined (through it, a tenth of a large schema's compile)
+        node = todo.pop()
+        k += 1
+        t = type(node)
+        if t is Seq or t is Alt:
+            todo.extend(reversed(node.items))
+        elif t is Ref:
             refs.setdefault(node.name, k)
-        elif misuse is not None:
-            continue
-        elif isinstance(node, Counted) and node is not body:
-            misuse = (k, "a counted repeat must be a whole rule body")
-        elif isinstance(node, Unordered):
-            if node is not body:
+        elif t is Repeat:
+            todo.append(node.item)
+        elif t is Counted:
+            if misuse is None and node is not body:
+                misuse = (k, "a counted repeat must be a whole rule body")
+            todo.append(node.item)
+        elif t is Unordered:
+            if misuse is None and node is not body:
                 misuse = (k, "an unordered rule must be a whole rule body")
-            elif not node.items or len(node.slots) != len(node.items) or (
-                    node.gives and len(node.gives) != len(node.items)):
+            elif misuse is None and (not node.items or len(node.slots) != len(node.items) or (
+                    node.gives and len(node.gives) != len(node.items))):
                 misuse = (k, "an unordered rule needs one slot (and gives, if any) per item")
+            todo.append(node.sep)
+            todo.extend(reversed(node.items))
     return tuple((k, n) for n, k in refs.items()), misuse
 
 
