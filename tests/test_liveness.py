@@ -11,7 +11,8 @@ import pytest
 
 import structgen
 from structgen.core import grammar_facts
-from structgen.core.liveness import live_states, liveness
+from structgen.core.dfa_kernel import kernel_available
+from structgen.core.liveness import _liveness_in_c, _liveness_in_python, live_states, liveness
 from sql_data import SQL_DIR
 
 
@@ -51,11 +52,24 @@ def random_rules(rng: random.Random, n: int):
     return rules
 
 
+def both_paths(rules, solo=None):
+    """The result of the Python search and, where it is built, the kernel's (checked equal)."""
+    python = _liveness_in_python(rules, solo)
+    if kernel_available():
+        alive, live = _liveness_in_c(rules, solo)
+        assert (alive, [list(x) for x in live]) == (python[0], [list(x) for x in python[1]])
+    return python
+
+
 @pytest.mark.parametrize("seed", range(300))
 def test_random_rule_automata_agree_with_the_definition(seed):
     rng = random.Random(seed)
     rules = random_rules(rng, rng.randint(1, 12))
     assert liveness(rules) == by_rounds(rules)
+    assert both_paths(rules) == by_rounds(rules)
+    solo = [tuple(live_states(r, ())) if not any(r.calls) else None for r in rules]
+    alive, live = both_paths(rules, solo)
+    assert (alive, [list(x) for x in live]) == by_rounds(rules)
 
 
 def test_some_random_rules_match_nothing():
@@ -93,6 +107,7 @@ def seen_rules(monkeypatch):
 
     def spy(rules, solo=None):
         got = liveness(rules, solo)
+        both_paths(rules, solo)
         assert solo is not None and any(x is not None for x in solo)
         alive, live = got
         assert (alive, [list(x) for x in live]) == liveness(rules)

@@ -3,7 +3,8 @@
 It is built from source by pip at install when the machine has a C compiler; without it every
 caller runs its Python path, which stays the reference the kernel is tested against
 (``tests/test_dfa_kernel.py``: the Lark lexer's token split; ``tests/test_determinize_kernel.py``:
-rule automata). ``STRUCTGEN_DFA_KERNEL=0`` turns it off.
+rule automata; ``tests/test_liveness.py``: grammar liveness). ``STRUCTGEN_DFA_KERNEL=0`` turns
+it off.
 
 >>> isinstance(kernel_available(), bool)
 True
@@ -21,7 +22,7 @@ except ImportError:  # not built: no C compiler at install
 __all__ = ["KERNEL_VERSION", "kernel", "kernel_available"]
 
 #: The ``compiled_dfa.c`` this package speaks to (``KERNEL_VERSION`` there).
-KERNEL_VERSION = 2
+KERNEL_VERSION = 3
 
 
 def kernel_available() -> bool:

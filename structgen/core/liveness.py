@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from structgen.core.dfa_kernel import kernel, kernel_available
+
 __all__ = ["productive", "live_states", "liveness", "blame"]
 
 
@@ -87,7 +89,36 @@ def liveness(rules: Sequence[Any], solo: "Sequence[Sequence[bool] | None] | None
     >>> wrap = R(trans=[{}, {}], calls=[((0, 1), (1, 1)), ()], accept=[False, True], counted=False, min=0)
     >>> liveness([ok, wrap])
     ([True, True], [[True, True], [True, True]])
+
+    In C when the kernel is there (``compiled_dfa.c``; same result, see :func:`_liveness_in_c`).
     """
+    if kernel_available():
+        return _liveness_in_c(rules, solo)
+    return _liveness_in_python(rules, solo)
+
+
+def _liveness_in_c(rules: Sequence[Any], solo: "Sequence[Sequence[bool] | None] | None",
+                   ) -> tuple[list[bool], list[Sequence[bool]]]:
+    """:func:`liveness` by the kernel: what :func:`_matches_given` reads beyond the live states
+    goes as flags (a counted rule with no minimum always matches) and, for an unordered rule,
+    per required slot the callees that can fill it (one must match)."""
+    always, groups = [], []
+    for r in rules:
+        always.append(bool(r.counted and r.min == 0))
+        unordered = getattr(r, "unordered", None)
+        if unordered is None:
+            groups.append(None)
+            continue
+        slots = unordered.slots
+        groups.append(tuple(
+            tuple(c for c, ks in unordered.item_of.items() if any(slots.slots[k] == s for k in ks))
+            for s in range(slots.n) if slots.required >> s & 1))
+    return kernel.liveness([r.trans for r in rules], [r.calls for r in rules], [r.accept for r in rules],
+                           list(solo) if solo is not None else [None] * len(rules), always, groups)
+
+
+def _liveness_in_python(rules: Sequence[Any], solo: "Sequence[Sequence[bool] | None] | None",
+                        ) -> tuple[list[bool], list[Sequence[bool]]]:
     n = len(rules)
     alive = [False] * n
     live: list[Any] = []  # per rule: its live states (a list while it may still grow)
