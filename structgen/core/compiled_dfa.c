@@ -2245,12 +2245,414 @@ done:
     return result;
 }
 
+
+/* ---------------------------------------------------------------- first and follow bytes
+ *
+ * structgen/core/grammar_facts.py's first_and_follow, in C: the bytes each rule may read first
+ * (through calls, skipping nullable ones), then the bytes that may come right after each rule
+ * returns, as 256-bit masks; both are least fixpoints over a dependency graph (a worklist). On
+ * the largest JSON schemas the Python sets took ~100 ms; the answer is the same sets.
+ */
+typedef struct {
+    Py_ssize_t n, total;
+    int32_t *base;
+    Mask *bytes;                /* per state: the bytes its row reads */
+    char *accept, *null, *counted;
+    int32_t *cstart, *callee, *ret; /* per state: its calls, callee and return state */
+    int32_t *seen, *todo, *rule_seen; /* scratch for one reach: stamps and a stack */
+    int32_t stamp;
+} Reach;
+
+static void mask_or(Mask *a, const Mask *b) {
+    for (int k = 0; k < 4; k++) a->w[k] |= b->w[k];
+}
+
+static int mask_within(const Mask *a, const Mask *b) {
+    for (int k = 0; k < 4; k++)
+        if (a->w[k] & ~b->w[k]) return 0;
+    return 1;
+}
+
+/* grammar_facts._reach from rule i's state q: bytes into *out, callees appended to calls
+ * (each once), and whether it may complete without reading. */
+static int reach(Reach *R, Py_ssize_t i, int32_t q, Mask *out, Buf *calls) {
+    int32_t base = R->base[i], sp = 0, stamp = ++R->stamp;
+    int done = 0;
+    R->seen[base + q] = stamp;
+    R->todo[sp++] = base + q;
+    while (sp) {
+        int32_t s = R->todo[--sp];
+        mask_or(out, &R->bytes[s]);
+        done |= R->accept[s];
+        for (int32_t k = R->cstart[s]; k < R->cstart[s + 1]; k++) {
+            int32_t c = R->callee[k], t = base + R->ret[k];
+            if (R->rule_seen[c] != stamp) {
+                R->rule_seen[c] = stamp;
+                int32_t *slot = buf_push(calls);
+                if (!slot) return -1;
+                *slot = c;
+            }
+            if (R->null[c] && R->seen[t] != stamp) {
+                R->seen[t] = stamp;
+                R->todo[sp++] = t;
+            }
+        }
+    }
+    return done;
+}
+
+/* The least fixpoint of sets[j] >= sets[i] for each flow (i -> j), flows grouped by i. */
+static int propagate(Mask *sets, Py_ssize_t n, const Buf *flows) {
+    int32_t *start = NULL;
+    Edge4 *by = NULL;
+    char *queued = PyMem_Malloc(n + 1);
+    int32_t *todo = PyMem_Malloc((n + 1) * sizeof(int32_t));
+    if (!queued || !todo || group_by_key(flows, n, &start, &by) < 0) {
+        PyMem_Free(queued);
+        PyMem_Free(todo);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t sp = 0;
+    for (Py_ssize_t i = n - 1; i >= 0; i--) { /* popped from 0 up, as the Python's list */
+        todo[sp++] = (int32_t)i;
+        queued[i] = 1;
+    }
+    while (sp) {
+        int32_t i = todo[--sp];
+        queued[i] = 0;
+        for (int32_t k = start[i]; k < start[i + 1]; k++) {
+            int32_t j = by[k].a;
+            if (!mask_within(&sets[i], &sets[j])) {
+                mask_or(&sets[j], &sets[i]);
+                if (!queued[j]) {
+                    queued[j] = 1;
+                    todo[sp++] = j;
+                }
+            }
+        }
+    }
+    PyMem_Free(queued);
+    PyMem_Free(todo);
+    PyMem_Free(start);
+    PyMem_Free(by);
+    return 0;
+}
+
+static int read_reach(Reach *R, PyObject *trans_l, PyObject *calls_l, PyObject *accept_l) {
+    Buf callee = {0}, ret = {0};
+    callee.size = ret.size = sizeof(int32_t);
+    R->cstart = PyMem_Malloc((R->total + 1) * sizeof(int32_t));
+    if (!R->cstart) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < R->n; i++) {
+        int32_t base = R->base[i], states = R->base[i + 1] - base;
+        PyObject *rows = PySequence_Fast(PyList_GET_ITEM(trans_l, i), "rows");
+        PyObject *calls = rows ? PySequence_Fast(PyList_GET_ITEM(calls_l, i), "calls") : NULL;
+        PyObject *accept = calls ? PySequence_Fast(PyList_GET_ITEM(accept_l, i), "accept") : NULL;
+        int bad = !accept || PySequence_Fast_GET_SIZE(calls) != states || PySequence_Fast_GET_SIZE(accept) != states;
+        for (int32_t q = 0; q < states && !bad; q++) {
+            PyObject *row = PySequence_Fast_GET_ITEM(rows, q), *key, *value;
+            Py_ssize_t pos = 0;
+            Mask *m = &R->bytes[base + q];
+            bad = !PyDict_Check(row);
+            while (!bad && PyDict_Next(row, &pos, &key, &value)) {
+                long b = PyLong_AsLong(key);
+                bad = b < 0 || b > 255;
+                if (!bad) m->w[b >> 6] |= (uint64_t)1 << (b & 63);
+            }
+            int a = bad ? -1 : PyObject_IsTrue(PySequence_Fast_GET_ITEM(accept, q));
+            bad = bad || a < 0;
+            R->accept[base + q] = (char)(a > 0);
+            R->cstart[base + q] = (int32_t)callee.len;
+            PyObject *qc = bad ? NULL : PySequence_Fast(PySequence_Fast_GET_ITEM(calls, q), "calls of a state");
+            bad = bad || !qc;
+            for (Py_ssize_t k = 0; !bad && k < PySequence_Fast_GET_SIZE(qc); k++) {
+                PyObject *edge = PySequence_Fast_GET_ITEM(qc, k);
+                long c = -1, t = -1;
+                if (PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 2) {
+                    c = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
+                    t = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
+                }
+                int32_t *pc = (c < 0 || c >= R->n || t < 0 || t >= states) ? NULL : buf_push(&callee);
+                int32_t *pt = pc ? buf_push(&ret) : NULL;
+                bad = !pt;
+                if (pt) {
+                    *pc = (int32_t)c;
+                    *pt = (int32_t)t;
+                }
+            }
+            Py_XDECREF(qc);
+        }
+        Py_XDECREF(rows);
+        Py_XDECREF(calls);
+        Py_XDECREF(accept);
+        if (bad) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "first_and_follow: malformed rule automata");
+            PyMem_Free(callee.data);
+            PyMem_Free(ret.data);
+            return -1;
+        }
+    }
+    R->cstart[R->total] = (int32_t)callee.len;
+    R->callee = (int32_t *)callee.data;
+    R->ret = (int32_t *)ret.data;
+    return 0;
+}
+
+static PyObject *first_and_follow_kernel(PyObject *self, PyObject *args) {
+    PyObject *trans_l, *calls_l, *accept_l, *null_l, *counted_l;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!", &PyList_Type, &trans_l, &PyList_Type, &calls_l, &PyList_Type,
+                          &accept_l, &PyList_Type, &null_l, &PyList_Type, &counted_l))
+        return NULL;
+    Reach R;
+    memset(&R, 0, sizeof R);
+    R.n = PyList_GET_SIZE(trans_l);
+    Py_ssize_t n = R.n;
+    if (PyList_GET_SIZE(calls_l) != n || PyList_GET_SIZE(accept_l) != n || PyList_GET_SIZE(null_l) != n ||
+        PyList_GET_SIZE(counted_l) != n) {
+        PyErr_SetString(PyExc_ValueError, "first_and_follow: one entry per rule in every list");
+        return NULL;
+    }
+    Buf calls = {0}, flows = {0};
+    calls.size = sizeof(int32_t);
+    flows.size = sizeof(Edge4);
+    Mask *first = NULL, *follow = NULL, *after = NULL;
+    char *after_done = NULL;
+    PyObject *result = NULL, *interned = NULL;
+    R.base = PyMem_Malloc((n + 1) * sizeof(int32_t));
+    R.null = PyMem_Malloc(n + 1);
+    R.counted = PyMem_Malloc(n + 1);
+    R.rule_seen = PyMem_Calloc(n + 1, sizeof(int32_t));
+    if (!R.base || !R.null || !R.counted || !R.rule_seen) goto nomem;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        R.base[i] = (int32_t)R.total;
+        Py_ssize_t states = PySequence_Length(PyList_GET_ITEM(trans_l, i));
+        if (states < 0) goto done;
+        R.total += states;
+        if (R.total > INT32_MAX / 2) {
+            PyErr_SetString(PyExc_ValueError, "first_and_follow: too many states");
+            goto done;
+        }
+        R.null[i] = PyList_GET_ITEM(null_l, i) == Py_True;
+        R.counted[i] = PyList_GET_ITEM(counted_l, i) == Py_True;
+    }
+    R.base[n] = (int32_t)R.total;
+    R.bytes = PyMem_Calloc(R.total + 1, sizeof(Mask));
+    R.accept = PyMem_Malloc(R.total + 1);
+    R.seen = PyMem_Calloc(R.total + 1, sizeof(int32_t));
+    R.todo = PyMem_Malloc((R.total + 1) * sizeof(int32_t));
+    first = PyMem_Calloc(n + 1, sizeof(Mask));
+    follow = PyMem_Calloc(n + 1, sizeof(Mask));
+    after = PyMem_Calloc(R.total + 1, sizeof(Mask));
+    after_done = PyMem_Calloc(R.total + 1, 1); /* 0: not yet, 1: may not complete, 2: may */
+    if (!R.bytes || !R.accept || !R.seen || !R.todo || !first || !follow || !after || !after_done) goto nomem;
+    if (read_reach(&R, trans_l, calls_l, accept_l) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) { /* first bytes, and whose first bytes include whose */
+        calls.len = 0;
+        if (reach(&R, i, 0, &first[i], &calls) < 0) goto done;
+        for (Py_ssize_t k = 0; k < calls.len; k++)
+            if (edge_push(&flows, ((int32_t *)calls.data)[k], (int32_t)i, 0, 0) < 0) goto done;
+    }
+    if (propagate(first, n, &flows) < 0) goto done;
+    flows.len = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* what follows each call, and who returns through whom */
+        for (int32_t s = R.base[i]; s < R.base[i + 1]; s++) {
+            for (int32_t k = R.cstart[s]; k < R.cstart[s + 1]; k++) {
+                int32_t c = R.callee[k], t = R.base[i] + R.ret[k];
+                if (!after_done[t]) {
+                    Mask m = {{0, 0, 0, 0}};
+                    calls.len = 0;
+                    int done = reach(&R, i, R.ret[k], &m, &calls);
+                    if (done < 0) goto done;
+                    if (done && R.counted[i] && reach(&R, i, 0, &m, &calls) < 0) goto done;
+                    for (Py_ssize_t d = 0; d < calls.len; d++) mask_or(&m, &first[((int32_t *)calls.data)[d]]);
+                    after[t] = m;
+                    after_done[t] = done ? 2 : 1;
+                }
+                mask_or(&follow[c], &after[t]);
+                if (after_done[t] == 2 && edge_push(&flows, (int32_t)i, c, 0, 0) < 0) goto done;
+            }
+        }
+    }
+    if (propagate(follow, n, &flows) < 0) goto done;
+    /* one frozenset per distinct mask: most rules share a few follow sets */
+    interned = PyDict_New();
+    result = interned ? PyList_New(n) : NULL;
+    for (Py_ssize_t i = 0; result && i < n; i++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)&follow[i], sizeof(Mask));
+        PyObject *set = key ? PyDict_GetItemWithError(interned, key) : NULL;
+        if (set) {
+            Py_INCREF(set);
+        } else if (key && !PyErr_Occurred()) {
+            PyObject *members = PyList_New(0);
+            for (int b = 0; members && b < 256; b++) {
+                if (!(follow[i].w[b >> 6] >> (b & 63) & 1)) continue;
+                PyObject *v = PyLong_FromLong(b);
+                if (!v || PyList_Append(members, v) < 0) Py_CLEAR(members);
+                Py_XDECREF(v);
+            }
+            set = members ? PyFrozenSet_New(members) : NULL;
+            Py_XDECREF(members);
+            if (set && PyDict_SetItem(interned, key, set) < 0) Py_CLEAR(set);
+        }
+        Py_XDECREF(key);
+        if (!set) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, set);
+    }
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    Py_XDECREF(interned);
+    PyMem_Free(R.base);
+    PyMem_Free(R.null);
+    PyMem_Free(R.counted);
+    PyMem_Free(R.rule_seen);
+    PyMem_Free(R.bytes);
+    PyMem_Free(R.accept);
+    PyMem_Free(R.seen);
+    PyMem_Free(R.todo);
+    PyMem_Free(R.cstart);
+    PyMem_Free(R.callee);
+    PyMem_Free(R.ret);
+    PyMem_Free(first);
+    PyMem_Free(follow);
+    PyMem_Free(after);
+    PyMem_Free(after_done);
+    PyMem_Free(calls.data);
+    PyMem_Free(flows.data);
+    return result;
+}
+
+
+/* ---------------------------------------------------------------- strongly connected components
+ *
+ * grammar_facts._components (Tarjan, iterative), in C, step for step: the same components in
+ * the same order, each after those it reaches. Half of the rule fingerprints' time on the
+ * largest JSON schemas (~40 ms of ~80) was this loop in Python.
+ */
+static PyObject *components_kernel(PyObject *self, PyObject *args) {
+    PyObject *succ_l;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &succ_l)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(succ_l);
+    Buf targets = {0}, work = {0};
+    targets.size = sizeof(int32_t);
+    work.size = 2 * sizeof(int32_t);
+    int32_t *start = PyMem_Malloc((n + 1) * sizeof(int32_t)), *index = PyMem_Malloc((n + 1) * sizeof(int32_t));
+    int32_t *low = PyMem_Malloc((n + 1) * sizeof(int32_t)), *stack = PyMem_Malloc((n + 1) * sizeof(int32_t));
+    char *on_stack = PyMem_Calloc(n + 1, 1);
+    PyObject *out = NULL;
+    Py_ssize_t sp = 0;
+    int32_t counter = 0;
+    if (!start || !index || !low || !stack || !on_stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t v = 0; v < n; v++) {
+        PyObject *fast = PySequence_Fast(PyList_GET_ITEM(succ_l, v), "successors");
+        if (!fast) goto done;
+        start[v] = (int32_t)targets.len;
+        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(fast); k++) {
+            long w = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, k));
+            int32_t *slot = (w < 0 || w >= n) ? NULL : buf_push(&targets);
+            if (!slot) {
+                Py_DECREF(fast);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "components: a successor out of range");
+                goto done;
+            }
+            *slot = (int32_t)w;
+        }
+        Py_DECREF(fast);
+        index[v] = -1;
+    }
+    start[n] = (int32_t)targets.len;
+    const int32_t *succ = (const int32_t *)targets.data;
+    out = PyList_New(0);
+    if (!out) goto done;
+    for (Py_ssize_t root = 0; root < n; root++) {
+        if (index[root] >= 0) continue;
+        int32_t *item = buf_push(&work);
+        if (!item) goto fail;
+        item[0] = (int32_t)root;
+        item[1] = 0;
+        while (work.len) {
+            int32_t *top = (int32_t *)work.data + 2 * --work.len;
+            int32_t v = top[0], k = top[1];
+            if (k == 0) {
+                index[v] = low[v] = counter++;
+                stack[sp++] = v;
+                on_stack[v] = 1;
+            }
+            if (k < start[v + 1] - start[v]) {
+                int32_t w = succ[start[v] + k];
+                item = buf_push(&work);
+                if (!item) goto fail;
+                item[0] = v;
+                item[1] = k + 1;
+                if (index[w] < 0) {
+                    item = buf_push(&work);
+                    if (!item) goto fail;
+                    item[0] = w;
+                    item[1] = 0;
+                } else if (on_stack[w] && index[w] < low[v]) {
+                    low[v] = index[w];
+                }
+                continue;
+            }
+            if (work.len) { /* v is done: pass its low link to the parent */
+                int32_t parent = ((int32_t *)work.data)[2 * (work.len - 1)];
+                if (low[v] < low[parent]) low[parent] = low[v];
+            }
+            if (low[v] == index[v]) {
+                PyObject *component = PyList_New(0);
+                if (!component) goto fail;
+                int32_t w;
+                do {
+                    w = stack[--sp];
+                    on_stack[w] = 0;
+                    PyObject *x = PyLong_FromLong(w);
+                    if (!x || PyList_Append(component, x) < 0) {
+                        Py_XDECREF(x);
+                        Py_DECREF(component);
+                        goto fail;
+                    }
+                    Py_DECREF(x);
+                } while (w != v);
+                int bad = PyList_Append(out, component) < 0;
+                Py_DECREF(component);
+                if (bad) goto fail;
+            }
+        }
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyMem_Free(start);
+    PyMem_Free(index);
+    PyMem_Free(low);
+    PyMem_Free(stack);
+    PyMem_Free(on_stack);
+    PyMem_Free(targets.data);
+    PyMem_Free(work.data);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"split_product", split_product, METH_VARARGS,
      "A token's product with the union of terminals, split by class, trimmed and minimized."},
     {"determinize", determinize, METH_VARARGS, "One rule's DFA from its Thompson NFA, as automaton._determinize."},
     {"compile_expr", compile_expr, METH_VARARGS, "An expression's NFA, as automaton._build, then its DFA."},
     {"liveness", liveness_kernel, METH_VARARGS, "Which rules match and their live states, as liveness.liveness."},
+    {"first_and_follow", first_and_follow_kernel, METH_VARARGS,
+     "The bytes that may follow each rule, as grammar_facts.first_and_follow."},
+    {"components", components_kernel, METH_VARARGS, "Strongly connected components, as grammar_facts._components."},
     {NULL, NULL, 0, NULL},
 };
 

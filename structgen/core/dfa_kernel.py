@@ -3,8 +3,8 @@
 It is built from source by pip at install when the machine has a C compiler; without it every
 caller runs its Python path, which stays the reference the kernel is tested against
 (``tests/test_dfa_kernel.py``: the Lark lexer's token split; ``tests/test_determinize_kernel.py``:
-rule automata; ``tests/test_liveness.py``: grammar liveness). ``STRUCTGEN_DFA_KERNEL=0`` turns
-it off.
+rule automata; ``tests/test_liveness.py``: grammar liveness; ``tests/test_grammar_facts_kernel.py``:
+follow bytes). ``STRUCTGEN_DFA_KERNEL=0`` turns it off.
 
 >>> isinstance(kernel_available(), bool)
 True
