@@ -408,10 +408,10 @@ class Grammar:
         if len(defined) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise GrammarError(f"rule '{dup}' is defined twice")
-        for k, (name, body) in enumerate(self.rules):
-            known = shapes[k] if shapes is not None else None
+        for i, (name, body) in enumerate(self.rules):
+            known = shapes[i] if shapes is not None else None
             refs, misuse = known if known is not None else shape(body)
-            undefined = next(((k, n) for k, n in refs if n not in defined), None)
+            undefined = next(((at, n) for at, n in refs if n not in defined), None)  # the first one
             if misuse is not None and (undefined is None or misuse[0] < undefined[0]):
                 raise GrammarError(f"rule '{name}': {misuse[1]}")
             if undefined is not None:
