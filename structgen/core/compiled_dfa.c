@@ -2006,6 +2006,162 @@ static int group_by_key(const Buf *b, Py_ssize_t n, int32_t **start_out, Edge4 *
     return 0;
 }
 
+/* A grammar's rule automata (trans, calls, accept: one list entry per rule) as flat arrays,
+ * states numbered across the grammar: rule i's state q is base[i] + q. Read once per kernel call
+ * by the whole-grammar analyses below. Rules where skip[i] is not None (skip may be NULL) keep
+ * their accept flags but no edges: their caller knows their answer already. */
+typedef struct {
+    Py_ssize_t n, total;
+    int32_t *base;
+    char *accept;
+    Mask *bytes;                    /* per state: the bytes its row reads */
+    int32_t *tstart, *target;       /* per state: the distinct states its row goes to */
+    int32_t *cstart, *callee, *ret; /* per state: its calls, the rule called and the state (in the
+                                     * caller) returned to */
+} Rules;
+
+static void rules_free(Rules *g) {
+    PyMem_Free(g->base);
+    PyMem_Free(g->accept);
+    PyMem_Free(g->bytes);
+    PyMem_Free(g->tstart);
+    PyMem_Free(g->target);
+    PyMem_Free(g->cstart);
+    PyMem_Free(g->callee);
+    PyMem_Free(g->ret);
+}
+
+/* Rule i's rows and calls into g (state offsets and accept flags already there). */
+static int rules_read_edges(Rules *g, Py_ssize_t i, PyObject *rows, PyObject *calls, int32_t *stamp, Buf *target,
+                            Buf *callee, Buf *ret) {
+    int32_t base = g->base[i], states = g->base[i + 1] - base;
+    for (int32_t q = 0; q < states; q++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(rows, q), *key, *value;
+        Py_ssize_t pos = 0;
+        Mask *m = &g->bytes[base + q];
+        g->tstart[base + q] = (int32_t)target->len;
+        g->cstart[base + q] = (int32_t)callee->len;
+        if (!PyDict_Check(row))
+            return -1;
+        while (PyDict_Next(row, &pos, &key, &value)) {
+            long b = PyLong_AsLong(key), t = PyLong_AsLong(value);
+            if (b < 0 || b > 255 || t < 0 || t >= states)
+                return -1;
+            m->w[b >> 6] |= (uint64_t)1 << (b & 63);
+            if (stamp[base + t] != base + q) { /* up to 256 bytes a row, most to a few targets */
+                stamp[base + t] = base + q;
+                int32_t *slot = buf_push(target);
+                if (!slot)
+                    return -1;
+                *slot = base + (int32_t)t;
+            }
+        }
+        PyObject *qc = PySequence_Fast(PySequence_Fast_GET_ITEM(calls, q), "calls of a state");
+        if (!qc)
+            return -1;
+        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(qc); k++) {
+            PyObject *edge = PySequence_Fast_GET_ITEM(qc, k);
+            long c = -1, t = -1;
+            if (PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 2) {
+                c = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
+                t = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
+            }
+            int32_t *pc = (c < 0 || c >= g->n || t < 0 || t >= states) ? NULL : buf_push(callee);
+            int32_t *pt = pc ? buf_push(ret) : NULL;
+            if (!pt) {
+                Py_DECREF(qc);
+                return -1;
+            }
+            *pc = (int32_t)c;
+            *pt = (int32_t)t;
+        }
+        Py_DECREF(qc);
+    }
+    return 0;
+}
+
+static int rules_read(Rules *g, PyObject *trans_l, PyObject *calls_l, PyObject *accept_l, PyObject *skip_l) {
+    memset(g, 0, sizeof(*g));
+    Py_ssize_t n = g->n = PyList_GET_SIZE(trans_l);
+    if (PyList_GET_SIZE(calls_l) != n || PyList_GET_SIZE(accept_l) != n || (skip_l && PyList_GET_SIZE(skip_l) != n)) {
+        PyErr_SetString(PyExc_ValueError, "rule automata: one entry per rule in every list");
+        return -1;
+    }
+    Buf target = {0}, callee = {0}, ret = {0};
+    target.size = callee.size = ret.size = sizeof(int32_t);
+    int32_t *stamp = NULL;
+    int status = -1;
+    g->base = PyMem_Malloc((n + 1) * sizeof(int32_t));
+    if (!g->base)
+        goto nomem;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        g->base[i] = (int32_t)g->total;
+        Py_ssize_t states = PySequence_Length(PyList_GET_ITEM(trans_l, i));
+        if (states < 0)
+            goto out;
+        g->total += states;
+        if (g->total > INT32_MAX / 2) {
+            PyErr_SetString(PyExc_ValueError, "rule automata: too many states");
+            goto out;
+        }
+    }
+    g->base[n] = (int32_t)g->total;
+    g->accept = PyMem_Calloc(g->total + 1, 1);
+    g->bytes = PyMem_Calloc(g->total + 1, sizeof(Mask));
+    g->tstart = PyMem_Calloc(g->total + 1, sizeof(int32_t));
+    g->cstart = PyMem_Calloc(g->total + 1, sizeof(int32_t));
+    stamp = PyMem_Malloc((g->total + 1) * sizeof(int32_t));
+    if (!g->accept || !g->bytes || !g->tstart || !g->cstart || !stamp)
+        goto nomem;
+    for (Py_ssize_t t = 0; t < g->total; t++)
+        stamp[t] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t base = g->base[i], states = g->base[i + 1] - base;
+        int skip = skip_l && PyList_GET_ITEM(skip_l, i) != Py_None;
+        PyObject *accept = PySequence_Fast(PyList_GET_ITEM(accept_l, i), "accept");
+        PyObject *rows = accept && !skip ? PySequence_Fast(PyList_GET_ITEM(trans_l, i), "rows") : NULL;
+        PyObject *calls = rows ? PySequence_Fast(PyList_GET_ITEM(calls_l, i), "calls") : NULL;
+        int bad = !accept || PySequence_Fast_GET_SIZE(accept) != states || (!skip && !calls) ||
+                  (calls && PySequence_Fast_GET_SIZE(calls) != states);
+        for (int32_t q = 0; q < states && !bad; q++) {
+            int a = PyObject_IsTrue(PySequence_Fast_GET_ITEM(accept, q));
+            bad = a < 0;
+            g->accept[base + q] = (char)(a > 0);
+        }
+        for (int32_t q = 0; q < states && skip; q++) { /* no edges */
+            g->tstart[base + q] = (int32_t)target.len;
+            g->cstart[base + q] = (int32_t)callee.len;
+        }
+        bad = bad || (!skip && rules_read_edges(g, i, rows, calls, stamp, &target, &callee, &ret) < 0);
+        Py_XDECREF(accept);
+        Py_XDECREF(rows);
+        Py_XDECREF(calls);
+        if (bad) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "rule automata: a malformed row, call or accept flag");
+            goto out;
+        }
+    }
+    g->tstart[g->total] = (int32_t)target.len;
+    g->cstart[g->total] = (int32_t)callee.len;
+    g->target = (int32_t *)target.data;
+    g->callee = (int32_t *)callee.data;
+    g->ret = (int32_t *)ret.data;
+    target.data = callee.data = ret.data = NULL;
+    status = 0;
+    goto out;
+nomem:
+    PyErr_NoMemory();
+out:
+    PyMem_Free(stamp);
+    PyMem_Free(target.data);
+    PyMem_Free(callee.data);
+    PyMem_Free(ret.data);
+    if (status < 0)
+        rules_free(g);
+    return status;
+}
+
 typedef struct {
     char *live, *alive;
     int32_t *base, *stack, *turned;
@@ -2063,118 +2219,63 @@ static void live_check(Live *L, Py_ssize_t i) {
     }
 }
 
-/* Read rule i's accept (or known live) flags, and unless they are known, its backward edges. */
-static int live_read_rule(Live *L, Py_ssize_t i, Py_ssize_t n, PyObject *trans_l, PyObject *calls_l,
-                          PyObject *accept_l, PyObject *solo_l, int32_t *stamp, Buf *bb, Buf *cb, Buf *wb) {
-    int32_t base = L->base[i], states = L->base[i + 1] - base;
-    PyObject *solo = PyList_GET_ITEM(solo_l, i);
-    PyObject *flags = PySequence_Fast(solo != Py_None ? solo : PyList_GET_ITEM(accept_l, i), "live flags");
-    if (!flags) return -1;
-    int bad = PySequence_Fast_GET_SIZE(flags) != states;
-    for (int32_t q = 0; q < states && !bad; q++) {
-        int v = PyObject_IsTrue(PySequence_Fast_GET_ITEM(flags, q));
-        bad = v < 0;
-        L->live[base + q] = (char)(v > 0);
-    }
-    Py_DECREF(flags);
-    if (bad) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "liveness: one accept flag per state");
-        return -1;
-    }
-    if (solo != Py_None) return 0; /* known: none of its edges is searched */
-    PyObject *rows = PySequence_Fast(PyList_GET_ITEM(trans_l, i), "rows");
-    PyObject *calls = rows ? PySequence_Fast(PyList_GET_ITEM(calls_l, i), "calls") : NULL;
-    int status = -1;
-    if (!calls) goto out;
-    if (PySequence_Fast_GET_SIZE(calls) != states) {
-        PyErr_SetString(PyExc_ValueError, "liveness: one call tuple per state");
-        goto out;
-    }
-    for (int32_t q = 0; q < states; q++) {
-        PyObject *row = PySequence_Fast_GET_ITEM(rows, q), *key, *value;
-        Py_ssize_t pos = 0;
-        if (!PyDict_Check(row)) {
-            PyErr_SetString(PyExc_TypeError, "liveness: a row is a dict of byte -> state");
-            goto out;
-        }
-        while (PyDict_Next(row, &pos, &key, &value)) {
-            long t = PyLong_AsLong(value);
-            if (t < 0 || t >= states) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "liveness: a target out of range");
-                goto out;
-            }
-            if (stamp[base + t] != base + q) { /* up to 256 bytes a row, most to a few targets */
-                stamp[base + t] = base + q;
-                if (edge_push(bb, base + (int32_t)t, base + q, 0, 0) < 0) goto out;
-            }
-        }
-        PyObject *qc = PySequence_Fast(PySequence_Fast_GET_ITEM(calls, q), "calls of a state");
-        if (!qc) goto out;
-        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(qc); k++) {
-            PyObject *edge = PySequence_Fast_GET_ITEM(qc, k);
-            long c = -1, t = -1;
-            if (PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 2) {
-                c = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
-                t = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
-            }
-            if (c < 0 || c >= n || t < 0 || t >= states || edge_push(cb, base + (int32_t)t, base + q, (int32_t)c, 0) < 0 ||
-                edge_push(wb, (int32_t)c, (int32_t)i, base + q, base + (int32_t)t) < 0) {
-                Py_DECREF(qc);
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "liveness: a call out of range");
-                goto out;
-            }
-        }
-        Py_DECREF(qc);
-    }
-    status = 0;
-out:
-    Py_XDECREF(rows);
-    Py_XDECREF(calls);
-    return status;
-}
-
 static PyObject *liveness_kernel(PyObject *self, PyObject *args) {
     PyObject *trans_l, *calls_l, *accept_l, *solo_l, *always_l, *groups_l;
     if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!", &PyList_Type, &trans_l, &PyList_Type, &calls_l, &PyList_Type,
                           &accept_l, &PyList_Type, &solo_l, &PyList_Type, &always_l, &PyList_Type, &groups_l))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(trans_l);
-    if (PyList_GET_SIZE(calls_l) != n || PyList_GET_SIZE(accept_l) != n || PyList_GET_SIZE(solo_l) != n ||
-        PyList_GET_SIZE(always_l) != n || PyList_GET_SIZE(groups_l) != n) {
-        PyErr_SetString(PyExc_ValueError, "liveness: one entry per rule in every list");
+    Rules g;
+    if (rules_read(&g, trans_l, calls_l, accept_l, solo_l) < 0)
         return NULL;
-    }
+    Py_ssize_t n = g.n, total = g.total;
     Live L;
     memset(&L, 0, sizeof L);
     L.always = always_l;
     L.groups = groups_l;
+    L.base = g.base;
     Buf bb = {0}, cb = {0}, wb = {0};
     bb.size = cb.size = wb.size = sizeof(Edge4);
-    int32_t *stamp = NULL;
     PyObject *result = NULL, *alive = NULL, *live = NULL;
-    Py_ssize_t total = 0;
-    L.base = PyMem_Malloc((n + 1) * sizeof(int32_t));
-    if (!L.base) goto nomem;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        L.base[i] = (int32_t)total;
-        Py_ssize_t states = PySequence_Length(PyList_GET_ITEM(trans_l, i));
-        if (states < 0) goto done;
-        total += states;
-        if (total > INT32_MAX / 2) {
-            PyErr_SetString(PyExc_ValueError, "liveness: too many states");
-            goto done;
-        }
+    if (PyList_GET_SIZE(always_l) != n || PyList_GET_SIZE(groups_l) != n) {
+        PyErr_SetString(PyExc_ValueError, "liveness: one entry per rule in every list");
+        goto done;
     }
-    L.base[n] = (int32_t)total;
-    L.live = PyMem_Calloc(total + 1, 1);
+    L.live = PyMem_Malloc(total + 1);
     L.alive = PyMem_Calloc(n + 1, 1);
     L.stack = PyMem_Malloc((total + 1) * sizeof(int32_t));
     L.turned = PyMem_Malloc((n + 1) * sizeof(int32_t));
-    stamp = PyMem_Malloc((total + 1) * sizeof(int32_t));
-    if (!L.live || !L.alive || !L.stack || !L.turned || !stamp) goto nomem;
-    for (Py_ssize_t t = 0; t < total; t++) stamp[t] = -1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (live_read_rule(&L, i, n, trans_l, calls_l, accept_l, solo_l, stamp, &bb, &cb, &wb) < 0) goto done;
+    if (!L.live || !L.alive || !L.stack || !L.turned)
+        goto nomem;
+    memcpy(L.live, g.accept, total);
+    for (Py_ssize_t i = 0; i < n; i++) { /* known live states (a rule that calls nothing) */
+        PyObject *solo = PyList_GET_ITEM(solo_l, i), *flags;
+        if (solo == Py_None)
+            continue;
+        flags = PySequence_Fast(solo, "live states");
+        int bad = !flags || PySequence_Fast_GET_SIZE(flags) != g.base[i + 1] - g.base[i];
+        for (int32_t q = 0; !bad && q < g.base[i + 1] - g.base[i]; q++) {
+            int v = PyObject_IsTrue(PySequence_Fast_GET_ITEM(flags, q));
+            bad = v < 0;
+            L.live[g.base[i] + q] = (char)(v > 0);
+        }
+        Py_XDECREF(flags);
+        if (bad) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "liveness: one live flag per state");
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) /* backward edges: bytes and calls by target, calls by callee */
+        for (int32_t s = g.base[i]; s < g.base[i + 1]; s++) {
+            for (int32_t k = g.tstart[s]; k < g.tstart[s + 1]; k++)
+                if (edge_push(&bb, g.target[k], s, 0, 0) < 0)
+                    goto done;
+            for (int32_t k = g.cstart[s]; k < g.cstart[s + 1]; k++) {
+                int32_t t = g.base[i] + g.ret[k];
+                if (edge_push(&cb, t, s, g.callee[k], 0) < 0 || edge_push(&wb, g.callee[k], (int32_t)i, s, t) < 0)
+                    goto done;
+            }
+        }
     if (group_by_key(&bb, total, &L.bstart, &L.bback) < 0 || group_by_key(&cb, total, &L.cstart, &L.cback) < 0 ||
         group_by_key(&wb, n, &L.wstart, &L.wait) < 0)
         goto done;
@@ -2227,12 +2328,11 @@ nomem:
 done:
     Py_XDECREF(alive);
     Py_XDECREF(live);
-    PyMem_Free(L.base);
+    rules_free(&g);
     PyMem_Free(L.live);
     PyMem_Free(L.alive);
     PyMem_Free(L.stack);
     PyMem_Free(L.turned);
-    PyMem_Free(stamp);
     PyMem_Free(L.bstart);
     PyMem_Free(L.cstart);
     PyMem_Free(L.wstart);
@@ -2254,11 +2354,8 @@ done:
  * the largest JSON schemas the Python sets took ~100 ms; the answer is the same sets.
  */
 typedef struct {
-    Py_ssize_t n, total;
-    int32_t *base;
-    Mask *bytes;                /* per state: the bytes its row reads */
-    char *accept, *null, *counted;
-    int32_t *cstart, *callee, *ret; /* per state: its calls, callee and return state */
+    Rules g;
+    char *null, *counted;
     int32_t *seen, *todo, *rule_seen; /* scratch for one reach: stamps and a stack */
     int32_t stamp;
 } Reach;
@@ -2276,16 +2373,16 @@ static int mask_within(const Mask *a, const Mask *b) {
 /* grammar_facts._reach from rule i's state q: bytes into *out, callees appended to calls
  * (each once), and whether it may complete without reading. */
 static int reach(Reach *R, Py_ssize_t i, int32_t q, Mask *out, Buf *calls) {
-    int32_t base = R->base[i], sp = 0, stamp = ++R->stamp;
+    int32_t base = R->g.base[i], sp = 0, stamp = ++R->stamp;
     int done = 0;
     R->seen[base + q] = stamp;
     R->todo[sp++] = base + q;
     while (sp) {
         int32_t s = R->todo[--sp];
-        mask_or(out, &R->bytes[s]);
-        done |= R->accept[s];
-        for (int32_t k = R->cstart[s]; k < R->cstart[s + 1]; k++) {
-            int32_t c = R->callee[k], t = base + R->ret[k];
+        mask_or(out, &R->g.bytes[s]);
+        done |= R->g.accept[s];
+        for (int32_t k = R->g.cstart[s]; k < R->g.cstart[s + 1]; k++) {
+            int32_t c = R->g.callee[k], t = base + R->g.ret[k];
             if (R->rule_seen[c] != stamp) {
                 R->rule_seen[c] = stamp;
                 int32_t *slot = buf_push(calls);
@@ -2339,69 +2436,6 @@ static int propagate(Mask *sets, Py_ssize_t n, const Buf *flows) {
     return 0;
 }
 
-static int read_reach(Reach *R, PyObject *trans_l, PyObject *calls_l, PyObject *accept_l) {
-    Buf callee = {0}, ret = {0};
-    callee.size = ret.size = sizeof(int32_t);
-    R->cstart = PyMem_Malloc((R->total + 1) * sizeof(int32_t));
-    if (!R->cstart) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < R->n; i++) {
-        int32_t base = R->base[i], states = R->base[i + 1] - base;
-        PyObject *rows = PySequence_Fast(PyList_GET_ITEM(trans_l, i), "rows");
-        PyObject *calls = rows ? PySequence_Fast(PyList_GET_ITEM(calls_l, i), "calls") : NULL;
-        PyObject *accept = calls ? PySequence_Fast(PyList_GET_ITEM(accept_l, i), "accept") : NULL;
-        int bad = !accept || PySequence_Fast_GET_SIZE(calls) != states || PySequence_Fast_GET_SIZE(accept) != states;
-        for (int32_t q = 0; q < states && !bad; q++) {
-            PyObject *row = PySequence_Fast_GET_ITEM(rows, q), *key, *value;
-            Py_ssize_t pos = 0;
-            Mask *m = &R->bytes[base + q];
-            bad = !PyDict_Check(row);
-            while (!bad && PyDict_Next(row, &pos, &key, &value)) {
-                long b = PyLong_AsLong(key);
-                bad = b < 0 || b > 255;
-                if (!bad) m->w[b >> 6] |= (uint64_t)1 << (b & 63);
-            }
-            int a = bad ? -1 : PyObject_IsTrue(PySequence_Fast_GET_ITEM(accept, q));
-            bad = bad || a < 0;
-            R->accept[base + q] = (char)(a > 0);
-            R->cstart[base + q] = (int32_t)callee.len;
-            PyObject *qc = bad ? NULL : PySequence_Fast(PySequence_Fast_GET_ITEM(calls, q), "calls of a state");
-            bad = bad || !qc;
-            for (Py_ssize_t k = 0; !bad && k < PySequence_Fast_GET_SIZE(qc); k++) {
-                PyObject *edge = PySequence_Fast_GET_ITEM(qc, k);
-                long c = -1, t = -1;
-                if (PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 2) {
-                    c = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
-                    t = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
-                }
-                int32_t *pc = (c < 0 || c >= R->n || t < 0 || t >= states) ? NULL : buf_push(&callee);
-                int32_t *pt = pc ? buf_push(&ret) : NULL;
-                bad = !pt;
-                if (pt) {
-                    *pc = (int32_t)c;
-                    *pt = (int32_t)t;
-                }
-            }
-            Py_XDECREF(qc);
-        }
-        Py_XDECREF(rows);
-        Py_XDECREF(calls);
-        Py_XDECREF(accept);
-        if (bad) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "first_and_follow: malformed rule automata");
-            PyMem_Free(callee.data);
-            PyMem_Free(ret.data);
-            return -1;
-        }
-    }
-    R->cstart[R->total] = (int32_t)callee.len;
-    R->callee = (int32_t *)callee.data;
-    R->ret = (int32_t *)ret.data;
-    return 0;
-}
-
 static PyObject *first_and_follow_kernel(PyObject *self, PyObject *args) {
     PyObject *trans_l, *calls_l, *accept_l, *null_l, *counted_l;
     if (!PyArg_ParseTuple(args, "O!O!O!O!O!", &PyList_Type, &trans_l, &PyList_Type, &calls_l, &PyList_Type,
@@ -2409,47 +2443,34 @@ static PyObject *first_and_follow_kernel(PyObject *self, PyObject *args) {
         return NULL;
     Reach R;
     memset(&R, 0, sizeof R);
-    R.n = PyList_GET_SIZE(trans_l);
-    Py_ssize_t n = R.n;
-    if (PyList_GET_SIZE(calls_l) != n || PyList_GET_SIZE(accept_l) != n || PyList_GET_SIZE(null_l) != n ||
-        PyList_GET_SIZE(counted_l) != n) {
-        PyErr_SetString(PyExc_ValueError, "first_and_follow: one entry per rule in every list");
+    if (rules_read(&R.g, trans_l, calls_l, accept_l, NULL) < 0)
         return NULL;
-    }
+    Py_ssize_t n = R.g.n, total = R.g.total;
     Buf calls = {0}, flows = {0};
     calls.size = sizeof(int32_t);
     flows.size = sizeof(Edge4);
     Mask *first = NULL, *follow = NULL, *after = NULL;
     char *after_done = NULL;
     PyObject *result = NULL, *interned = NULL;
-    R.base = PyMem_Malloc((n + 1) * sizeof(int32_t));
+    if (PyList_GET_SIZE(null_l) != n || PyList_GET_SIZE(counted_l) != n) {
+        PyErr_SetString(PyExc_ValueError, "first_and_follow: one entry per rule in every list");
+        goto done;
+    }
     R.null = PyMem_Malloc(n + 1);
     R.counted = PyMem_Malloc(n + 1);
     R.rule_seen = PyMem_Calloc(n + 1, sizeof(int32_t));
-    if (!R.base || !R.null || !R.counted || !R.rule_seen) goto nomem;
+    R.seen = PyMem_Calloc(total + 1, sizeof(int32_t));
+    R.todo = PyMem_Malloc((total + 1) * sizeof(int32_t));
+    first = PyMem_Calloc(n + 1, sizeof(Mask));
+    follow = PyMem_Calloc(n + 1, sizeof(Mask));
+    after = PyMem_Calloc(total + 1, sizeof(Mask));
+    after_done = PyMem_Calloc(total + 1, 1); /* 0: not yet, 1: may not complete, 2: may */
+    if (!R.null || !R.counted || !R.rule_seen || !R.seen || !R.todo || !first || !follow || !after || !after_done)
+        goto nomem;
     for (Py_ssize_t i = 0; i < n; i++) {
-        R.base[i] = (int32_t)R.total;
-        Py_ssize_t states = PySequence_Length(PyList_GET_ITEM(trans_l, i));
-        if (states < 0) goto done;
-        R.total += states;
-        if (R.total > INT32_MAX / 2) {
-            PyErr_SetString(PyExc_ValueError, "first_and_follow: too many states");
-            goto done;
-        }
         R.null[i] = PyList_GET_ITEM(null_l, i) == Py_True;
         R.counted[i] = PyList_GET_ITEM(counted_l, i) == Py_True;
     }
-    R.base[n] = (int32_t)R.total;
-    R.bytes = PyMem_Calloc(R.total + 1, sizeof(Mask));
-    R.accept = PyMem_Malloc(R.total + 1);
-    R.seen = PyMem_Calloc(R.total + 1, sizeof(int32_t));
-    R.todo = PyMem_Malloc((R.total + 1) * sizeof(int32_t));
-    first = PyMem_Calloc(n + 1, sizeof(Mask));
-    follow = PyMem_Calloc(n + 1, sizeof(Mask));
-    after = PyMem_Calloc(R.total + 1, sizeof(Mask));
-    after_done = PyMem_Calloc(R.total + 1, 1); /* 0: not yet, 1: may not complete, 2: may */
-    if (!R.bytes || !R.accept || !R.seen || !R.todo || !first || !follow || !after || !after_done) goto nomem;
-    if (read_reach(&R, trans_l, calls_l, accept_l) < 0) goto done;
     for (Py_ssize_t i = 0; i < n; i++) { /* first bytes, and whose first bytes include whose */
         calls.len = 0;
         if (reach(&R, i, 0, &first[i], &calls) < 0) goto done;
@@ -2459,13 +2480,13 @@ static PyObject *first_and_follow_kernel(PyObject *self, PyObject *args) {
     if (propagate(first, n, &flows) < 0) goto done;
     flows.len = 0;
     for (Py_ssize_t i = 0; i < n; i++) { /* what follows each call, and who returns through whom */
-        for (int32_t s = R.base[i]; s < R.base[i + 1]; s++) {
-            for (int32_t k = R.cstart[s]; k < R.cstart[s + 1]; k++) {
-                int32_t c = R.callee[k], t = R.base[i] + R.ret[k];
+        for (int32_t s = R.g.base[i]; s < R.g.base[i + 1]; s++) {
+            for (int32_t k = R.g.cstart[s]; k < R.g.cstart[s + 1]; k++) {
+                int32_t c = R.g.callee[k], t = R.g.base[i] + R.g.ret[k];
                 if (!after_done[t]) {
                     Mask m = {{0, 0, 0, 0}};
                     calls.len = 0;
-                    int done = reach(&R, i, R.ret[k], &m, &calls);
+                    int done = reach(&R, i, R.g.ret[k], &m, &calls);
                     if (done < 0) goto done;
                     if (done && R.counted[i] && reach(&R, i, 0, &m, &calls) < 0) goto done;
                     for (Py_ssize_t d = 0; d < calls.len; d++) mask_or(&m, &first[((int32_t *)calls.data)[d]]);
@@ -2510,17 +2531,12 @@ nomem:
     PyErr_NoMemory();
 done:
     Py_XDECREF(interned);
-    PyMem_Free(R.base);
+    rules_free(&R.g);
     PyMem_Free(R.null);
     PyMem_Free(R.counted);
     PyMem_Free(R.rule_seen);
-    PyMem_Free(R.bytes);
-    PyMem_Free(R.accept);
     PyMem_Free(R.seen);
     PyMem_Free(R.todo);
-    PyMem_Free(R.cstart);
-    PyMem_Free(R.callee);
-    PyMem_Free(R.ret);
     PyMem_Free(first);
     PyMem_Free(follow);
     PyMem_Free(after);
