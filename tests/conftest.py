@@ -26,6 +26,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # entries in the real cache); tests/test_compile_cache.py turns it on in its own folder.
 os.environ.setdefault("STRUCTGEN_DISK_CACHE", "0")
 
+#: Torch threads per test process: the cores shared among pytest-xdist's workers (`make test`
+#: runs one per core), at most 2: more torch threads than cores would have the workers' thread
+#: pools fight over them.
+TORCH_THREADS = max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+os.environ.setdefault("OMP_NUM_THREADS", str(TORCH_THREADS))  # before torch is imported
+
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
@@ -68,7 +74,7 @@ def generator(smollm2_model):
 
     import structgen
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(TORCH_THREADS)
     model, tokenizer = smollm2_model
     # The default cost curve, not one measured now: measured on a loaded 2-core CI runner, a
     # wide pass can look too dear for any draft, and the drafting tests would test nothing.

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not kernel_available(), reason="compiled_dfa.c w
 
 
 def in_c(rules, null):
-    return grammar_facts.first_and_follow(rules, null, 0)  # the kernel's path: the module skips without it
+    return grammar_facts.first_and_follow(rules, null)  # the kernel's path: the module skips without it
 
 
 @pytest.mark.parametrize("seed", range(300))
@@ -45,7 +45,7 @@ def test_random_cases_have_follow_bytes_and_empty_ones():
 def test_real_grammars(smollm2_tokenizer, monkeypatch):
     compared = []
 
-    def spy(rules, null, start):
+    def spy(rules, null):
         python = grammar_facts._first_and_follow_in_python(rules, null)
         assert in_c(rules, null) == python
         compared.append(sum(map(len, python)))

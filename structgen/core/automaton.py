@@ -499,5 +499,5 @@ def build_automaton(grammar: Grammar) -> GrammarAutomaton:
     check_left_recursion(rules, null)
     for n, forbidden in grammar.lookahead:  # what a rule's states accept depends on its lookahead
         digests[names[n]] = digest(Seq((grammar.rules[names[n]][1], ByteClass.from_bytes(set(forbidden)))))
-    return GrammarAutomaton(rules, start, null, first_and_follow(rules, null, start),
+    return GrammarAutomaton(rules, start, null, first_and_follow(rules, null),
                             fingerprints(rules, digests))

@@ -147,7 +147,7 @@ def _propagate(sets: list[set[int]], flows: list[set[int]]) -> None:
                     todo.append(j)
 
 
-def first_and_follow(rules: list[Rule], null: list[bool], start: int) -> list[frozenset[int]]:
+def first_and_follow(rules: list[Rule], null: list[bool]) -> list[frozenset[int]]:
     """The bytes that may come right after each rule returns (``follow``).
 
     Linear in the grammar: each (rule, state) is explored once, then sets flow along a
