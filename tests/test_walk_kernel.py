@@ -64,17 +64,19 @@ def _cases(tokenizer):
     ]
 
 
-@pytest.mark.parametrize("rows_kind", ["sets", "frames"])
+@pytest.mark.parametrize("rows_kind", ["sets", "frames", "frames-byte-by-byte"])
 @pytest.mark.parametrize("tokenizer_name", ["smollm2_tokenizer", "gemma_tokenizer"])
 def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_name, rows_kind):
     # "sets": one numbered stack set per trie node; "frames" (what masks use): frames called
-    # from one parent walked apart from it, on rows shared by every parent
+    # from one parent walked apart from it, on rows shared by every parent, a step filling the
+    # entries of all the bytes that step alike; "frames-byte-by-byte": each byte stepped alone
     tokenizer = request.getfixturevalue(tokenizer_name)
     index = vocabulary_for(tokenizer).index
     walked = 0
     for compiled, text in _cases(tokenizer):
         sm = compiled.matcher().machine
         rows = SetRows(sm, escaping=True) if rows_kind == "sets" else FrameRows(sm)
+        rows.grouped = rows_kind == "frames"
         starts = {sm.isolated(sid) for stacks in _states(compiled, tokenizer, text) for sid in stacks
                   if sm.frames[sid][0] >= 0}  # not guards: masks never walk from them
         for iso in sorted(starts):
@@ -89,6 +91,31 @@ def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_n
             assert got == reported
             walked += 1
     assert walked > 50
+
+
+def test_bytes_grouped_together_step_alike(smollm2_tokenizer):
+    # byte_groups, from every set a walk numbers: the groups split the readable bytes, and all
+    # the bytes of a group step the set alike (inside a comment, the 127 ASCII bytes but the
+    # newline are one group: one step in Python serves them all)
+    index = vocabulary_for(smollm2_tokenizer).index
+    largest = grouped = 0
+    for compiled, text in _cases(smollm2_tokenizer):
+        sm = compiled.matcher().machine
+        rows = FrameRows(sm)
+        for stacks in _states(compiled, smollm2_tokenizer, text):
+            for sid in stacks:
+                if sm.frames[sid][0] >= 0:
+                    walk_index(index, rows, frozenset((sm.isolated(sid),)))
+        for stacks in rows.sets:
+            groups = sm.byte_groups(stacks)
+            if groups is None:  # a guard, a counted or an unordered rule: byte by byte
+                continue
+            assert sorted(b for g in groups for b in g) == sorted(sm.next_bytes(stacks))
+            for g in groups:
+                assert len({sm.step_set(stacks, b) for b in g}) == 1, (stacks, g)
+            largest = max(largest, *map(len, groups)) if groups else largest
+            grouped += len(groups) < len(sm.next_bytes(stacks))
+    assert largest >= 100 and grouped > 50, (largest, grouped)
 
 
 @pytest.mark.parametrize("tokenizer_name", ["smollm2_tokenizer", "gemma_tokenizer"])

@@ -304,6 +304,36 @@ class StackMachine:
                 break
         return stacks
 
+    def byte_groups(self, stacks: StackSet) -> list[list[int]] | None:
+        """The bytes ``stacks`` can read, in groups whose bytes all step it to the same set;
+        None where a step depends on the byte itself (guards, counted and unordered rules).
+
+        A frame of a plain rule steps by a byte to the closure of its rule's target for that
+        byte, so bytes with the same target in every frame lead to the same set: of the ~250
+        bytes a comment reads, the ASCII ones are one group, the UTF-8 lead bytes a few more.
+
+        >>> from structgen.core.automaton import build_automaton
+        >>> from structgen.core.ir import Grammar, Lit, ByteClass, alt, seq
+        >>> g = Grammar.of("r", r=alt(seq(ByteClass.of("a-c"), Lit(b"1")), Lit(b"x2")))
+        >>> sm = StackMachine(build_automaton(g))
+        >>> [bytes(g) for g in sm.byte_groups(sm.initial())]
+        [b'abc', b'x']
+        """
+        rows = []
+        for sid in stacks:
+            rule_i, state, _ = self.frames[sid]
+            if rule_i >= 0:
+                rule = self.rules[rule_i]
+                if rule.counted or rule.unordered is not None:
+                    return None
+                rows.append(rule.trans[state])  # type: ignore[index]
+            elif rule_i == GUARD:
+                return None
+        groups: dict[tuple, list[int]] = {}
+        for b in sorted(self.next_bytes(stacks)):
+            groups.setdefault(tuple([row.get(b) for row in rows]), []).append(b)
+        return list(groups.values())
+
     def next_bytes(self, stacks: StackSet) -> frozenset[int]:
         """Bytes some stack of ``stacks`` can read next (memoized per set)."""
         got = self._next_bytes.get(stacks)

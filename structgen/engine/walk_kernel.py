@@ -77,9 +77,12 @@ class SetRows:
     sets like any stack.
     """
 
-    def __init__(self, machine: StackMachine, *, escaping: bool) -> None:
+    def __init__(self, machine: StackMachine, *, escaping: bool, grouped: bool = False) -> None:
         self.sm = machine
         self.escaping = escaping
+        self.grouped = grouped
+        #: per set whose bytes fall in groups: (each byte's group number, the groups' bytes)
+        self._groups: dict[int, tuple[bytes, list[bytes]]] = {}
         self.sets: list[StackSet] = []
         self.rows: list[bytearray | None] = []  # the kernel reads these; None until first reached
         self.markers: list[frozenset[int]] = [frozenset()]  # code 0: none
@@ -130,22 +133,37 @@ class SetRows:
 
     def fill(self, k: int, byte: int) -> None:
         """Make row ``k`` (``byte == -1``) or step set ``k`` by ``byte`` into it (the kernel calls
-        this; two threads may both step one entry, equally, but a row is made once)."""
+        this; two threads may both step one entry, equally, but a row is made once).
+
+        With :attr:`grouped`, a step fills the entries of every byte that steps the set alike
+        (:meth:`~structgen.engine.pda.StackMachine.byte_groups`): inside a comment, one step
+        in Python serves the 127 ASCII bytes the walk meets there, instead of one step each."""
         sm, stacks = self.sm, self.sets[k]
         if byte < 0:
             row = array("i", _DEAD_ROW)
-            for b in sm.next_bytes(stacks):
+            readable = sm.next_bytes(stacks)
+            for b in readable:
                 row[b] = _UNKNOWN
+            groups = sm.byte_groups(stacks) if self.grouped else None
             with self._lock:
                 if self.rows[k] is None:
+                    if groups is not None and len(groups) < len(readable):  # some bytes step alike
+                        at = bytearray(256)
+                        for g, group in enumerate(groups):
+                            for b in group:
+                                at[b] = g
+                        self._groups[k] = (bytes(at), [bytes(group) for group in groups])
                     self.rows[k] = bytearray(row.tobytes())
             return
         nxt, code = sm.step_set(stacks, byte), 0
         if self.escaping:
             nxt, code = self._escapes_apart(nxt)
+        entry = self._entry(nxt) if nxt else _DEAD
         view = memoryview(self.rows[k]).cast("i")  # type: ignore[arg-type]
-        view[256 + byte] = code  # the code first: the kernel reads it once the step is known
-        view[byte] = self._entry(nxt) if nxt else _DEAD
+        grouping = self._groups.get(k)
+        for b in grouping[1][grouping[0][byte]] if grouping is not None else (byte,):
+            view[256 + b] = code  # the code first: the kernel reads it once the step is known
+            view[b] = entry
 
 
 _SPLIT = -3  # a row entry _SPLIT - c: configuration c (compiled_walk.c's SPLIT)
@@ -162,7 +180,7 @@ class FrameRows(SetRows):
     """
 
     def __init__(self, machine: StackMachine) -> None:
-        super().__init__(machine, escaping=True)
+        super().__init__(machine, escaping=True, grouped=True)
         self.configs: list[bytes] = []  # the kernel reads these: int64 pairs (set, parent)
         self._config_ids: dict[bytes, int] = {}
         self._rebased: dict[tuple[int, int], int] = {}
