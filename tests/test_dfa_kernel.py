@@ -148,6 +148,25 @@ def test_malformed_input_is_refused():
                              array("i", [-2]), 10)
 
 
+
+def test_second_rows_checked_once_are_still_checked_when_new():
+    """The kernel remembers the last second automaton it checked when given as bytes (the shared
+    union of terminals, :func:`dfa._shared_packed`); any other rows are checked again."""
+    kernel = dfa._kernel
+    offsets, masks, targets = dfa._packed([[(dfa.mask_of([97]), 0)]])
+    shared = dfa._shared_packed([[(dfa.mask_of([97]), 0)]])
+    assert all(isinstance(x, bytes) for x in shared)
+    for _ in range(2):  # checked, then remembered: the same answer
+        assert kernel.split_product(offsets, masks, targets, b"\x01", *shared, array("i", [0]), 10)[0] == 1
+    bad = (shared[0], shared[1], array("i", [5]).tobytes())  # equal but for a target past the end
+    with pytest.raises(ValueError, match="malformed"):
+        kernel.split_product(offsets, masks, targets, b"\x01", *bad, array("i", [0]), 10)
+    mutable = array("i", targets)  # an array is checked every time: it could change in between
+    assert kernel.split_product(offsets, masks, targets, b"\x01", offsets, masks, mutable, array("i", [0]), 10)[0] == 1
+    mutable[0] = 5
+    with pytest.raises(ValueError, match="malformed"):
+        kernel.split_product(offsets, masks, targets, b"\x01", offsets, masks, mutable, array("i", [0]), 10)
+
 def random_fsm(rng: random.Random):
     """A random trimmed, minimized automaton as an IR node (the regular operations' input)."""
     rows = random_rows(rng, rng.randint(1, 25))

@@ -222,19 +222,21 @@ def _packed(rows: Rows) -> tuple[array, bytes, array]:
     return offsets, b"".join(masks), targets
 
 
-def _shared_packed(rows: Rows) -> tuple[array, bytes, array]:
+def _shared_packed(rows: Rows) -> tuple[bytes, bytes, bytes]:
     """:func:`_packed`, made once per rows object: the union of a grammar's terminals (1,669
     states for a SQL database) is the second automaton of every token's product."""
     got = _PACKED.get(id(rows))
     if got is None or got[0] is not rows:
         if len(_PACKED) > 16:
             _PACKED.clear()
-        got = _PACKED[id(rows)] = (rows, _packed(rows))
+        offsets, masks, targets = _packed(rows)
+        # all bytes: immutable, so the kernel checks them once, not once per token
+        got = _PACKED[id(rows)] = (rows, (offsets.tobytes(), masks, targets.tobytes()))
     return got[1]
 
 
 #: ``id(rows)`` -> ``(rows, packed)``: the entry holds ``rows``, so its id is not reused.
-_PACKED: dict[int, tuple[Rows, tuple[array, bytes, array]]] = {}
+_PACKED: dict[int, tuple[Rows, tuple[bytes, bytes, bytes]]] = {}
 
 
 def trim(trans: list[dict[int, int]], accept: list[bool]) -> Dfa:

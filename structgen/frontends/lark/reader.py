@@ -54,7 +54,7 @@ from structgen.core.ir import Alt, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, al
 from structgen.core.cfg import remove_left_recursion, rules_where
 from structgen.frontends.lark.lexer import IGNORE_RULE, apply_lexer
 from structgen.frontends.regex.ecma import raw_set_ir
-from structgen.core.regular import difference, matches, shortest_matches
+from structgen.core.regular import difference, matcher, matches, shortest_matches
 from structgen.frontends.regex.python import RegexSyntaxError, is_lazy, text_regex_to_ir
 from structgen.frontends.lark.syntax import AltN, Def, Name, Parser, Range, Re, RepN, SeqN, Source, Str
 
@@ -431,10 +431,11 @@ def _terminal_languages(low: "_Lowering", defs: dict[str, Def]) -> dict[str, Exp
     keywords = {n: (lit[0], defs[n].priority) for n, lit in strings.items()
                 if lit is not None and _is_word(lit[0])}
     for n, d in defs.items():
-        if strings[n] is not None:
+        same = [(k, text) for k, (text, prio) in keywords.items() if prio == d.priority]
+        if strings[n] is not None or not same:
             continue
-        reserved = [langs[k] for k, (text, prio) in keywords.items()
-                    if prio == d.priority and matches(langs[n], text.encode("utf-8"))]
+        match = matcher(langs[n])  # its DFA looked up once for all keywords (~100 in SQL's)
+        reserved = [langs[k] for k, text in same if match(text.encode("utf-8"))]
         if reserved:
             langs[n] = difference(langs[n], alt(*reserved), what=f"terminal '{n}' without keywords")
     return langs
