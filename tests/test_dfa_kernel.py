@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from structgen.core import dfa
+from structgen.core import dfa, ir
 from structgen.core.budget import compile_budget
-from structgen.core.ir import ByteClass, Fsm
+from structgen.core.ir import ByteClass, Fsm, digest
 from structgen.errors import BudgetExceededError, CompileError
 from structgen.frontends.lark.reader import read_grammar
 from structgen.frontends.sql import read_schema, sql_grammar_text
@@ -105,6 +105,8 @@ def test_real_grammars_lex_alike(grammar, monkeypatch):
         out.append(read_grammar(text))
     assert out[0] == out[1]
     assert any("#" in name for name, _ in out[1].rules)  # some token was split by what follows
+    # the kernel writes each token's digest text; Python writes it from the nodes
+    assert [digest(body) for _, body in out[1].rules] == [digest(body) for _, body in out[0].rules]
 
 
 @pytest.mark.parametrize("limit", [40, 300, 600])
@@ -217,3 +219,6 @@ def test_fsm_nodes_made_in_c_are_those_of_the_rows(seed, monkeypatch):
         out.append(dfa.split_fsms(ra, accept_a, rb, class_b, 10_000, "test"))
     assert out[1] == out[0]
     assert all(isinstance(fsm, Fsm) for _, fsm in out[1])
+    for _, fsm in out[1]:  # its digest came from the kernel's text: the text Python writes
+        assert "_fsm_digest" in fsm.__dict__
+        assert fsm.__dict__["_fsm_digest"] == ir._fsm_digest(Fsm(fsm.edges, fsm.accept))

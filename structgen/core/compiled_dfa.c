@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_VERSION 3
+#define KERNEL_VERSION 4
 
 typedef struct {
     uint64_t w[4];
@@ -632,9 +632,42 @@ static PyObject *class_of(const Masks *ms, Ints *ints, Ints *classes, PyObject *
     return *slot;
 }
 
-/* One class's automaton: trimmed to `acc` (state 0 kept), minimized, as (rows, accept). */
-static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, Ints *classes, PyObject *byte_class,
-                           const int32_t *cls, int32_t c, Py_ssize_t *visits) {
+/* Append n bytes to a Buf of chars. */
+static int text_put(Buf *t, const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char *c = buf_push(t);
+        if (!c)
+            return -1;
+        *c = s[i];
+    }
+    return 0;
+}
+
+static int text_int(Buf *t, long long v) {
+    char num[24];
+    int n = snprintf(num, sizeof(num), "%lld", v);
+    return text_put(t, num, n);
+}
+
+/* repr(label.ranges) of a mask id's byte class, as bytes, made once per id; borrowed. */
+static PyObject *ranges_text(Ints *texts, PyObject *label, int32_t id) {
+    PyObject **slot = ints_slot(texts, id);
+    if (!slot)
+        return NULL;
+    if (!*slot) {
+        PyObject *ranges = PyObject_GetAttrString(label, "ranges");
+        PyObject *r = ranges ? PyObject_Repr(ranges) : NULL;
+        Py_XDECREF(ranges);
+        *slot = r ? PyUnicode_AsASCIIString(r) : NULL;
+        Py_XDECREF(r);
+    }
+    return *slot;
+}
+
+/* One class's automaton: trimmed to `acc` (state 0 kept), minimized, as (rows, accept),
+ * and with byte_class the text structgen.core.ir writes of the automaton for its digest. */
+static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, Ints *classes, Ints *texts,
+                           PyObject *byte_class, const int32_t *cls, int32_t c, Py_ssize_t *visits) {
     Py_ssize_t n = p->pa.len;
     const int32_t *off = (const int32_t *)p->off.data, *tgt = (const int32_t *)p->etgt.data,
                   *mid = (const int32_t *)p->emask.data;
@@ -642,7 +675,8 @@ static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, Ints *classe
     int32_t *block = PyMem_Malloc(n * sizeof(int32_t)), *order = NULL, *first = NULL, *todo = NULL;
     int32_t *poff = NULL, *psrc = NULL, *merged = NULL;
     Mask *mmask = NULL;
-    PyObject *rows = NULL, *accept = NULL, *result = NULL;
+    PyObject *rows = NULL, *accept = NULL, *result = NULL, *written = NULL;
+    Buf text = {NULL, 0, 0, 1}; /* ir._fsm_text: rows by ";", edges by ",", "ranges>target" */
     if (!acc || !live || !keep || !block) {
         PyErr_NoMemory();
         goto out;
@@ -753,8 +787,19 @@ static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, Ints *classe
             PyTuple_SET_ITEM(rows, k, row);
         else
             PyList_SET_ITEM(rows, k, row);
+        if (byte_class && k && text_put(&text, ";", 1) < 0)
+            goto out;
         for (int x = 0; x < nt; x++) {
             PyObject *label = byte_class ? class_of(ms, ints, classes, byte_class, ids[x]) : mask_int(ms, ints, ids[x]);
+            if (label && byte_class) {
+                PyObject *r = ranges_text(texts, label, ids[x]);
+                if (!r || (x && text_put(&text, ",", 1) < 0)
+                    || text_put(&text, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r)) < 0
+                    || text_put(&text, ">", 1) < 0 || text_int(&text, targets[x]) < 0) {
+                    Py_DECREF(label);
+                    goto out;
+                }
+            }
             PyObject *pair = label ? Py_BuildValue("(Ni)", label, targets[x]) : NULL;
             if (!pair)
                 goto out;
@@ -765,13 +810,24 @@ static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, Ints *classe
         }
     }
     if (byte_class) {
+        if (text_put(&text, "|[", 2) < 0) /* then sorted(accept), as a list's repr */
+            goto out;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(accept); i++)
+            if ((i && text_put(&text, ", ", 2) < 0)
+                || text_int(&text, PyLong_AsLongLong(PyList_GET_ITEM(accept, i))) < 0)
+                goto out;
+        if (text_put(&text, "]", 1) < 0 || !(written = PyBytes_FromStringAndSize(text.data, text.len)))
+            goto out;
         PyObject *set = PyFrozenSet_New(accept);
         if (!set)
             goto out;
         Py_SETREF(accept, set);
-    }
-    result = Py_BuildValue("(iOO)", c, rows, accept);
+        result = Py_BuildValue("(iOOO)", c, rows, accept, written);
+    } else
+        result = Py_BuildValue("(iOO)", c, rows, accept);
 out:
+    PyMem_Free(text.data);
+    Py_XDECREF(written);
     Py_XDECREF(rows);
     Py_XDECREF(accept);
     PyMem_Free(acc);
@@ -790,7 +846,10 @@ out:
 
 /* split_product(a_off, a_mask, a_tgt, a_accept, b_off, b_mask, b_tgt, b_class, limit[, byte_class])
  *   -> (states, visits, [(class, rows, accept), ...]) or (states, visits, None) past `limit`;
- * given byte_class (a mask -> IR ByteClass), rows and accept are an IR Fsm's edges and accept.
+ * given byte_class (a mask -> IR ByteClass), rows and accept are an IR Fsm's edges and accept,
+ * and each class also has the text structgen.core.ir's _fsm_text writes of that Fsm (bytes):
+ * (class, rows, accept, text). Writing it here, from each class's text made once, spares
+ * Python a loop over every edge (~10,000 per SQL compile) to digest the rule.
  * A product state (p, q) accepts in class b_class[q] (none where -1) where a_accept[p];
  * classes come in the order their first state was explored. */
 static PyObject *split_product(PyObject *self, PyObject *args) {
@@ -805,7 +864,7 @@ static PyObject *split_product(PyObject *self, PyObject *args) {
     p.pa.size = p.pb.size = p.off.size = p.emask.size = p.etgt.size = sizeof(int32_t);
     Masks ms;
     int masks_ok = 0;
-    Ints ints = {NULL, 0}, classes_of = {NULL, 0};
+    Ints ints = {NULL, 0}, classes_of = {NULL, 0}, texts = {NULL, 0};
     PyObject *classes = NULL, *result = NULL;
     int32_t *cls = NULL;
     char *seen = NULL;
@@ -869,7 +928,7 @@ static PyObject *split_product(PyObject *self, PyObject *args) {
             continue;
         seen[cls[q]] = 1;
         Py_ssize_t v = 0; /* as minimize_rows counts: per class */
-        PyObject *one = one_class(&p, &ms, &ints, &classes_of, byte_class, cls, cls[q], &v);
+        PyObject *one = one_class(&p, &ms, &ints, &classes_of, &texts, byte_class, cls, cls[q], &v);
         if (!one || PyList_Append(classes, one) < 0) {
             Py_XDECREF(one);
             goto out;
@@ -886,6 +945,9 @@ out:
     for (Py_ssize_t i = 0; i < classes_of.cap; i++)
         Py_XDECREF(classes_of.items[i]);
     PyMem_Free(classes_of.items);
+    for (Py_ssize_t i = 0; i < texts.cap; i++)
+        Py_XDECREF(texts.items[i]);
+    PyMem_Free(texts.items);
     PyMem_Free(seen);
     Py_XDECREF(classes);
     PyMem_Free(cls);

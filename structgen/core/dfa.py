@@ -27,7 +27,7 @@ from structgen.core.automaton import regular_dfa
 from structgen.core.budget import affordable, charge
 from structgen.core.dfa_kernel import KERNEL_VERSION, kernel_available  # noqa: F401 -- KERNEL_VERSION: tests
 from structgen.core.dfa_kernel import kernel as _kernel
-from structgen.core.ir import ByteClass, Expr, Fsm
+from structgen.core.ir import ByteClass, Expr, Fsm, written_fsm
 from structgen.errors import CompileError
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
@@ -192,7 +192,7 @@ def split_fsms(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | a
         return [(c, fsm_of_rows(rows, accept)) for c, rows, accept in
                 split_product(ra, accept_a, rb, class_b, limit, what)]
     got = _split_in_c(ra, accept_a, rb, class_b, limit, what, _class_of_mask)
-    return [(c, Fsm(edges, accept)) for c, edges, accept in got]
+    return [(c, written_fsm(edges, accept, text)) for c, edges, accept, text in got]
 
 
 def _split_in_c(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | array", limit: int,

@@ -287,18 +287,17 @@ class FrameRows(SetRows):
         code = self.code_of(frozenset((marker,)))
         nums = [self.number(frozenset((sm.intern(rule_i, q, ESCAPE),))) if row else _DEAD
                 for q, row in enumerate(rule.trans)]
-        trans = rule.trans
-        src = np.repeat(np.arange(len(trans)), np.fromiter(map(len, trans), dtype=np.int64, count=len(trans)))
-        byte = np.fromiter(chain.from_iterable(trans), dtype=np.int64, count=src.size)
-        dst = np.fromiter(chain.from_iterable(row.values() for row in trans), dtype=np.int64, count=src.size)
-        table = np.full((len(nums), 512), _DEAD, dtype=np.int32)
-        table[:, 256:] = 0
-        table[src, byte] = np.asarray(nums, dtype=np.int32)[dst]
-        table[src, byte + 256] = np.where(np.asarray(rule.accept, dtype=bool)[dst], code, 0)
+        targets, accepting = _leaf_table(rule.trans, rule.accept)
+        # index -1 (no step) reads the last entry: dead, no code
+        entry = np.array(nums + [_DEAD], dtype=np.int32)
+        codes = np.append(np.where(accepting, code, 0), 0).astype(np.int32)
+        table = np.empty((len(nums), 512), dtype=np.int32)
+        table[:, :256] = entry[targets]
+        table[:, 256:] = codes[targets]
         with self._lock:
             for q, k in enumerate(nums):
                 if k >= 0 and self.rows[k] is None:
-                    self.rows[k] = bytearray(table[q].tobytes())
+                    self.rows[k] = bytearray(table[q])
         return nums
 
     def rebase(self, sid: int, parent: int) -> int:
@@ -332,6 +331,40 @@ class FrameRows(SetRows):
         got = (self._entry(rest) if rest else _DEAD) << 32 | escaped  # the sign stays the entry's
         self._conts[(code, parent)] = got
         return got
+
+
+#: id(trans) -> (trans, accept, targets, accepting) of :func:`_leaf_table`; entries hold their
+#: automaton's lists, so an id is not reused while its entry stands
+_LEAF_TABLES: dict[int, tuple[list, list, np.ndarray, np.ndarray]] = {}
+_LEAF_TABLES_BYTES = [0]
+#: what the leaf tables may hold before they are dropped (a 500-state name token: 250 KiB)
+_LEAF_TABLES_MAX_BYTES = 64 << 20
+
+
+def _leaf_table(trans: list[dict[int, int]], accept: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """A leaf rule's steps as tables: ``targets[q, b]``, the state after byte ``b`` (-1: none),
+    and ``accepting[q]``. Made once per process for the rule's automaton, which every grammar
+    with the same rule body shares: a SQL name token has ~30,000 steps, and reading them out
+    of its dicts took ~2 ms of each grammar's first masks.
+
+    >>> targets, accepting = _leaf_table([{97: 1}, {}], [False, True])
+    >>> int(targets[0, 97]), int(targets[0, 98]), accepting.tolist()
+    (1, -1, [False, True])
+    """
+    got = _LEAF_TABLES.get(id(trans))
+    if got is None or got[0] is not trans or got[1] is not accept:
+        n = len(trans)
+        src = np.repeat(np.arange(n), np.fromiter(map(len, trans), dtype=np.int64, count=n))
+        byte = np.fromiter(chain.from_iterable(trans), dtype=np.int64, count=src.size)
+        dst = np.fromiter(chain.from_iterable(row.values() for row in trans), dtype=np.int64, count=src.size)
+        targets = np.full((n, 256), -1, dtype=np.int16 if n < 1 << 15 else np.int32)
+        targets[src, byte] = dst
+        if _LEAF_TABLES_BYTES[0] + targets.nbytes > _LEAF_TABLES_MAX_BYTES:
+            _LEAF_TABLES.clear()
+            _LEAF_TABLES_BYTES[0] = 0
+        got = _LEAF_TABLES[id(trans)] = (trans, accept, targets, np.asarray(accept, dtype=bool))
+        _LEAF_TABLES_BYTES[0] += targets.nbytes
+    return got[2], got[3]
 
 
 def _packed(out: list[tuple[int, int]]) -> bytes:
