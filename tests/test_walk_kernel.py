@@ -124,22 +124,53 @@ def test_crossings_found_during_the_walk_are_those_of_its_escapes(request, token
     # replace (the walk's escapes, merged per node, then crossing_keys), from every walked state
     tokenizer = request.getfixturevalue(tokenizer_name)
     index = vocabulary_for(tokenizer).index
-    walked = crossed = 0
+    # With one FrameRows for all the walks of a grammar (as masks walk), a token's summary made
+    # by one walk serves the later ones, under other callers.
+    walked = crossed = summarized = 0
     for compiled, text in _cases(tokenizer):
         sm = compiled.matcher().machine
         starts = {sm.isolated(sid) for stacks in _states(compiled, tokenizer, text) for sid in stacks
                   if sm.frames[sid][0] >= 0}
+        shared = FrameRows(sm)
         for iso in sorted(starts):
             follow = sm.automaton.follow[sm.frames[iso][0]]
             rows = FrameRows(sm)  # the reference walks rows of its own
             keys, escapes = walk_index(index, rows, frozenset((iso,)))
             want = _crossings_of(index, rows, escapes, follow)
-            got_keys, got = walk_crossings(index, FrameRows(sm), frozenset((iso,)), follow)
-            assert got_keys.tolist() == keys.tolist()
-            assert sorted(map(tuple, got.tolist())) == want
+            for walk_rows in (FrameRows(sm), shared):
+                got_keys, got = walk_crossings(index, walk_rows, frozenset((iso,)), follow)
+                assert got_keys.tolist() == keys.tolist()
+                assert sorted(map(tuple, got.tolist())) == want
             walked += 1
             crossed += bool(want)
-    assert walked > 50 and crossed > 20
+        summarized += len(shared.summaries)
+    assert walked > 50 and crossed > 20 and summarized > 20, (walked, crossed, summarized)
+
+
+def test_walks_with_and_without_token_summaries_agree(smollm2_tokenizer, monkeypatch):
+    # the same walks in order, summaries off then on: equal results (sorted, as the walk gives
+    # them), and the summaries made by early walks are what later walks read
+    query = next(p for p in pairs("defog") if "JOIN" in p.sql and "GROUP BY" in p.sql)
+    compiled = structgen.compile_sql(query.database, smollm2_tokenizer).grammar
+    sm = compiled.matcher().machine
+    index = vocabulary_for(smollm2_tokenizer).index
+    starts = sorted({sm.isolated(sid) for stacks in _states(compiled, smollm2_tokenizer, query.sql)
+                     for sid in stacks if sm.frames[sid][0] >= 0})
+    found = {}
+    for on in ("0", "1"):
+        monkeypatch.setenv("STRUCTGEN_WALK_SUMMARIES", on)
+        rows = FrameRows(sm)
+        found[on] = [(k.tolist(), sorted(map(tuple, p.tolist())))
+                     for k, p in (walk_crossings(index, rows, frozenset((iso,)), sm.automaton.follow[sm.frames[iso][0]])
+                                  for iso in starts)]
+        assert bool(rows.summaries) == (on == "1")
+    assert found["0"] == found["1"] and len(found["1"]) > 20
+    # a summary is Python's to change: one that is not what the kernel made is refused
+    (k, lo, d), (inside, events) = next(iter(rows.summaries.items()))
+    rows.summaries[(k, lo, d)] = (b"\xff\xff\xff\x7f", events)  # a key past the index
+    with pytest.raises(ValueError, match="malformed"):
+        for iso in starts:
+            walk_crossings(index, rows, frozenset((iso,)), sm.automaton.follow[sm.frames[iso][0]])
 
 
 def _crossings_of(index, rows, escapes, follow):

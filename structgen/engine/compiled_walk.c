@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define KERNEL_VERSION 4
+#define KERNEL_VERSION 5
 #define DEAD (-1)    /* a row entry: no set to walk on with */
 #define UNKNOWN (-2) /* a row entry: not stepped yet */
 
@@ -41,6 +41,26 @@ static int vec_push(Vec *v, int64_t x) {
         v->cap = cap;
     }
     v->data[v->len++] = x;
+    return 0;
+}
+
+/* Append xs[:n], or n places to fill (xs NULL). */
+static int vec_extend(Vec *v, const int64_t *xs, Py_ssize_t n) {
+    if (v->len + n > v->cap) {
+        Py_ssize_t cap = v->cap ? v->cap : 1024;
+        while (cap < v->len + n)
+            cap *= 2;
+        int64_t *data = PyMem_Realloc(v->data, cap * sizeof(int64_t));
+        if (!data) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        v->data = data;
+        v->cap = cap;
+    }
+    if (xs)
+        memcpy(v->data + v->len, xs, n * sizeof(int64_t));
+    v->len += n;
     return 0;
 }
 
@@ -297,6 +317,11 @@ typedef struct {
     char *known;
     Py_ssize_t nallowed;
     Vec pairs;
+    /* token summaries (crossings mode, when given): leafy[k] marks the sets that are a lexer
+     * token's state alone; summaries maps (set, first key, depth) to what that set reads below
+     * the node walked alone: (inside keys, its escapes that a caller may go on from) */
+    PyObject *summaries, *leafy;
+    int summarized; /* a summary was applied: the results are put in order at the end */
 } FrameWalk;
 
 /* An int from a callback's result (a new reference, dropped here). */
@@ -447,17 +472,232 @@ static int cross_node(FrameWalk *w, int64_t lo, int64_t hi, int64_t d, const uin
     return 0;
 }
 
+static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, int64_t hi, int64_t d,
+                        const uint8_t *cross);
+
+/* ------------------------------------------------------------------ token summaries
+ *
+ * Most of a cold SQL mask's walks go through the same name tokens: after `SELECT`, after `*`,
+ * after `(`, each walk reads the ~15,000 keys a name takes whole again, under a different
+ * caller. A token's state alone at a node reads the same keys whatever called it; the caller
+ * only matters where the token may end (an escape) and the caller could read on. So the first
+ * walk that meets set k at a node with SUMMARY_MIN_KEYS keys or more below walks k alone there
+ * (in events mode, as walk_frames without follow) and keeps its inside keys and the escapes a
+ * caller may go on from; every later walk, under any caller P, adds those keys and goes on
+ * from those escapes only, as the walk would (cont(code, P), then the walk's own escape).
+ *
+ * Which escapes: cont(code, P) is the caller's closure under a guard that forbids the bytes
+ * the token forbids next (pda.StackMachine._guard_closure), and what escapes it forbids them
+ * too; so an escape matters only where the node has a child byte the token's lookahead lets
+ * through, or where a key ends and the token did not go on (else that key is inside already).
+ * A key is inside when any part of the walk reads it whole, so the results are unions: the
+ * walk returns them sorted and without repeats, and leaves out the crossing of a key ending
+ * where it is inside (which the walk without summaries never reports either). */
+#define SUMMARY_MIN_KEYS 256
+
+static int leafy_set(FrameWalk *w, int64_t k) {
+    return k < PyByteArray_GET_SIZE(w->leafy) && PyByteArray_AS_STRING(w->leafy)[k];
+}
+
+static const uint8_t *blocked_of(FrameWalk *w, int64_t code) {
+    if (code < 0 || code >= PyList_GET_SIZE(w->blocked)) {
+        PyErr_Format(PyExc_ValueError, "escape code %lld has no blocked bytes", (long long)code);
+        return NULL;
+    }
+    PyObject *b = PyList_GET_ITEM(w->blocked, code);
+    if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != 32) {
+        PyErr_Format(PyExc_ValueError, "blocked bytes of code %lld are not 32 bytes", (long long)code);
+        return NULL;
+    }
+    return (const uint8_t *)PyBytes_AS_STRING(b);
+}
+
+/* Whether a caller may go on from the token's escape (code, < 0 where the token went on) at
+ * node keys[i][:d]: a key ends there and the token stopped, or a child's byte is not blocked. */
+static int escape_matters(const Index *ix, int64_t i, int64_t d, int64_t code, const uint8_t *blocked) {
+    if (code > 0 && KLEN(ix, i) == d)
+        return 1;
+    int64_t z = subtree_end(ix, i, d), c = i;
+    if (KLEN(ix, c) == d)
+        c++;
+    while (c < z) {
+        if (!has_byte(blocked, BYTE(ix, c, d)))
+            return 1;
+        c = subtree_end(ix, c, d + 1);
+    }
+    return 0;
+}
+
+/* The summary of set k at node keys[lo:hi][:d] (a new reference), made when first asked. */
+static PyObject *summary_of(FrameWalk *w, int64_t k, int64_t lo, int64_t hi, int64_t d) {
+    PyObject *key = Py_BuildValue("(LLL)", (long long)k, (long long)lo, (long long)d);
+    if (!key)
+        return NULL;
+    PyObject *got = PyDict_GetItemWithError(w->summaries, key);
+    if (got || PyErr_Occurred()) {
+        Py_XINCREF(got);
+        Py_DECREF(key);
+        return got;
+    }
+    FrameWalk s; /* events mode, no summaries: the token walked alone, on the same rows */
+    memset(&s, 0, sizeof(s));
+    s.base.ix = w->base.ix; /* the outer walk holds and releases the buffers */
+    s.base.rows = w->base.rows;
+    s.base.fill = w->base.fill;
+    s.base.escaping = 1;
+    s.sets = w->sets;
+    s.configs = w->configs;
+    Vec kept = {NULL, 0, 0};
+    int rc = vec_push(&s.comps, (int64_t)PACK(k, ESCAPE_SID));
+    if (!rc)
+        rc = visit_frames(&s, 0, 1, lo, hi, d, NULL);
+    const int64_t *ev = s.base.events.data;
+    for (Py_ssize_t e = 0; !rc && e < s.base.events.len; e += 3) {
+        const uint8_t *blocked = blocked_of(w, ev[e + 2] < 0 ? -ev[e + 2] : ev[e + 2]);
+        if (!blocked)
+            rc = -1;
+        else if (escape_matters(&w->base.ix, ev[e], ev[e + 1], ev[e + 2], blocked))
+            for (int q = 0; q < 3 && !rc; q++)
+                rc = vec_push(&kept, ev[e + q]);
+    }
+    PyObject *inside = NULL;
+    if (!rc) { /* the inside keys as int32 (an index of 2**31 keys is far off): half the memory */
+        inside = PyBytes_FromStringAndSize(NULL, s.base.inside.len * (Py_ssize_t)sizeof(int32_t));
+        if (!inside)
+            rc = -1;
+        else
+            for (Py_ssize_t j = 0; j < s.base.inside.len; j++)
+                ((int32_t *)PyBytes_AS_STRING(inside))[j] = (int32_t)s.base.inside.data[j];
+    }
+    if (!rc) {
+        PyObject *events = vec_bytes(&kept);
+        got = inside && events ? PyTuple_Pack(2, inside, events) : NULL;
+        Py_XDECREF(inside);
+        Py_XDECREF(events);
+        if (got && PyDict_SetItem(w->summaries, key, got) < 0)
+            Py_CLEAR(got);
+    }
+    Py_DECREF(key);
+    PyMem_Free(kept.data);
+    PyMem_Free(s.base.inside.data);
+    PyMem_Free(s.base.events.data);
+    PyMem_Free(s.comps.data);
+    Memo *memos[2] = {&s.rebased, &s.conts};
+    for (int q = 0; q < 2; q++) {
+        PyMem_Free(memos[q]->keys);
+        PyMem_Free(memos[q]->vals);
+    }
+    return got;
+}
+
+/* The component (k, P) at node keys[lo:hi][:d] from k's summary: its inside keys, and from each
+ * of its escapes what the walk does there, the caller going on (cont) and the walk's own escape. */
+static int apply_summary(FrameWalk *w, int64_t k, int64_t P, int64_t lo, int64_t hi, int64_t d) {
+    PyObject *sum = summary_of(w, k, lo, hi, d);
+    if (!sum)
+        return -1;
+    /* the dict is Python's: a summary that is not what summary_of makes is refused */
+    const Index *ix = &w->base.ix;
+    PyObject *inside = PyTuple_Check(sum) && PyTuple_GET_SIZE(sum) == 2 ? PyTuple_GET_ITEM(sum, 0) : NULL;
+    PyObject *events = inside ? PyTuple_GET_ITEM(sum, 1) : NULL;
+    int rc = !inside || !PyBytes_Check(inside) || !PyBytes_Check(events) || PyBytes_GET_SIZE(inside) % 4
+             || PyBytes_GET_SIZE(events) % 24 ? -1 : 0;
+    const int32_t *keys = rc ? NULL : (const int32_t *)PyBytes_AS_STRING(inside);
+    const int64_t *ev = rc ? NULL : (const int64_t *)PyBytes_AS_STRING(events);
+    Py_ssize_t nkeys = rc ? 0 : PyBytes_GET_SIZE(inside) / 4, nev = rc ? 0 : PyBytes_GET_SIZE(events) / 8;
+    Py_ssize_t at = w->base.inside.len;
+    if (!rc && nkeys) /* room for them, then widened in place */
+        rc = vec_push(&w->base.inside, 0) < 0 || vec_extend(&w->base.inside, NULL, nkeys - 1) < 0 ? -1 : 0;
+    for (Py_ssize_t j = 0; !rc && j < nkeys; j++) {
+        if (keys[j] < 0 || keys[j] >= ix->n)
+            rc = 1;
+        else
+            w->base.inside.data[at + j] = keys[j];
+    }
+    for (Py_ssize_t e = 0; !rc && e < nev; e += 3) {
+        int64_t i = ev[e], dd = ev[e + 1];
+        rc = i < 0 || i >= ix->n || dd <= ((const int64_t *)ix->lcp.buf)[i] || dd > KLEN(ix, i) ? -1 : 0;
+    }
+    if (rc) {
+        if (rc > 0 || !PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "the summary of set %lld at key %lld, depth %lld is malformed",
+                         (long long)k, (long long)lo, (long long)d);
+        Py_DECREF(sum);
+        return -1;
+    }
+    w->summarized = 1;
+    for (Py_ssize_t e = 0; !rc && e < nev; e += 3) {
+        int64_t i = ev[e], dd = ev[e + 1], code = ev[e + 2] < 0 ? -ev[e + 2] : ev[e + 2];
+        int64_t entry = DEAD, escaped = code;
+        if (P != ESCAPE_SID) {
+            int64_t packed;
+            if (lifted(w, &w->conts, "cont", code, P, &packed) < 0) {
+                rc = -1;
+                break;
+            }
+            entry = (int32_t)(packed >> 32);
+            escaped = (int64_t)(uint32_t)packed;
+        }
+        Py_ssize_t child = w->comps.len;
+        if (entry >= 0)
+            rc = vec_push(&w->comps, (int64_t)PACK(entry, ESCAPE_SID));
+        else if (entry <= SPLIT)
+            rc = push_config(w, SPLIT - entry, ESCAPE_SID);
+        uint8_t ok[32];
+        const uint8_t *cross = NULL;
+        if (!rc && escaped) {
+            const uint8_t *a = allowed_of(w, escaped);
+            if (!a)
+                rc = -1;
+            else {
+                memcpy(ok, a, 32);
+                cross = ok;
+            }
+        }
+        int64_t z = subtree_end(&w->base.ix, i, dd);
+        Py_ssize_t m = w->comps.len - child;
+        if (!rc && m)
+            rc = visit_frames(w, child, m, i, z, dd, cross);
+        else if (!rc && cross)
+            rc = cross_node(w, i, z, dd, ok);
+        w->comps.len = child;
+    }
+    Py_DECREF(sum);
+    return rc;
+}
+
 /* comps[at:at+n] is the position after keys[lo:hi]'s shared first d bytes; in crossings mode,
  * cross (or NULL) is what the walk's escape at this node lets go on: the keys under a child
  * whose byte it holds cross here. */
 static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, int64_t hi, int64_t d,
                         const uint8_t *cross) {
     const Index *ix = &w->base.ix;
+    if (w->summaries && hi - lo >= SUMMARY_MIN_KEYS) { /* tokens alone: from their summaries */
+        Py_ssize_t keep = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            int64_t comp = w->comps.data[at + j];
+            int64_t k = (int64_t)((uint64_t)comp >> 32), P = (int64_t)(uint32_t)comp;
+            if (!leafy_set(w, k))
+                w->comps.data[at + keep++] = comp;
+            else if (apply_summary(w, k, P, lo, hi, d) < 0)
+                return -1;
+        }
+        n = keep;
+    }
     if (KLEN(ix, lo) == d) {
         if (vec_push(&w->base.inside, lo) < 0)
             return -1;
         if (++lo >= hi)
             return 0;
+    }
+    if (!n) { /* all from summaries: what this node's escape lets cross is left */
+        while (cross && lo < hi) {
+            int64_t z = subtree_end(ix, lo, d + 1);
+            if (has_byte(cross, BYTE(ix, lo, d)) && push_range(w, lo, z, d) < 0)
+                return -1;
+            lo = z;
+        }
+        return 0;
     }
     /* the components' rows, fetched once for all the node's children */
     PyObject *small[8], **rows = n <= 8 ? small : PyMem_Malloc(n * sizeof(PyObject *));
@@ -576,13 +816,78 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
     return rc;
 }
 
+static inline int lowest_bit(uint64_t x) { /* x != 0 */
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(x);
+#else
+    int b = 0;
+    while (!(x & 1)) {
+        x >>= 1;
+        b++;
+    }
+    return b;
+#endif
+}
+
+static int cmp_pair(const void *a, const void *b) {
+    const int64_t *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* The walk's results with summaries, as the walk without them gives them: inside keys sorted
+ * and once each; crossings (key, depth) sorted, once each, and none of a key ending where it
+ * is inside (another part of the walk read it whole). */
+static int normalized(FrameWalk *w) {
+    Vec *in = &w->base.inside, *pr = &w->pairs;
+    /* a bit per key, then the keys in order: the summaries' runs are ~15,000-50,000 keys */
+    Py_ssize_t words = w->base.ix.n / 64 + 1, u = 0;
+    uint64_t *seen = PyMem_Calloc(words, sizeof(uint64_t));
+    if (!seen) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < in->len; j++)
+        seen[in->data[j] >> 6] |= (uint64_t)1 << (in->data[j] & 63);
+    for (Py_ssize_t q = 0; q < words; q++)
+        for (uint64_t x = seen[q]; x; x &= x - 1)
+            in->data[u++] = q * 64 + lowest_bit(x);
+    in->len = u;
+    PyMem_Free(seen);
+    Py_ssize_t n = pr->len / 2;
+    if (n > 1)
+        qsort(pr->data, n, 2 * sizeof(int64_t), cmp_pair);
+    u = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int64_t key = pr->data[2 * j], d = pr->data[2 * j + 1];
+        if (u && pr->data[2 * (u - 1)] == key && pr->data[2 * (u - 1) + 1] == d)
+            continue;
+        if (KLEN(&w->base.ix, key) == d) { /* the key ends there: a crossing unless inside */
+            Py_ssize_t a = 0, b = in->len;
+            while (a < b) {
+                Py_ssize_t mid = (a + b) / 2;
+                if (in->data[mid] < key)
+                    a = mid + 1;
+                else
+                    b = mid;
+            }
+            if (a < in->len && in->data[a] == key)
+                continue;
+        }
+        pr->data[2 * u] = key;
+        pr->data[2 * u + 1] = d;
+        u++;
+    }
+    pr->len = 2 * u;
+    return 0;
+}
+
 static PyObject *walk_frames(PyObject *self, PyObject *args) {
     PyObject *blob, *offs, *lcp, *firsts, *ends, *rows, *fill, *sets, *configs;
-    PyObject *follow = Py_None, *blocked = Py_None;
+    PyObject *follow = Py_None, *blocked = Py_None, *summaries = Py_None, *leafy = Py_None;
     long long start;
-    if (!PyArg_ParseTuple(args, "OOOOOLO!OOO!|OO:walk_frames", &blob, &offs, &lcp, &firsts, &ends,
+    if (!PyArg_ParseTuple(args, "OOOOOLO!OOO!|OOOO:walk_frames", &blob, &offs, &lcp, &firsts, &ends,
                           &start, &PyList_Type, &rows, &fill, &sets, &PyList_Type, &configs, &follow,
-                          &blocked))
+                          &blocked, &summaries, &leafy))
         return NULL;
     FrameWalk w;
     memset(&w, 0, sizeof(w));
@@ -593,6 +898,14 @@ static PyObject *walk_frames(PyObject *self, PyObject *args) {
         }
         w.follow = (const uint8_t *)PyBytes_AS_STRING(follow);
         w.blocked = blocked;
+        if (summaries != Py_None) { /* token summaries */
+            if (!PyDict_Check(summaries) || !PyByteArray_Check(leafy)) {
+                PyErr_SetString(PyExc_TypeError, "summaries must be a dict and leafy a bytearray");
+                return NULL;
+            }
+            w.summaries = summaries;
+            w.leafy = leafy;
+        }
     }
     if (index_open(&w.base.ix, blob, offs, lcp, firsts, ends) < 0)
         return NULL;
@@ -608,6 +921,8 @@ static PyObject *walk_frames(PyObject *self, PyObject *args) {
         if (!rc)
             rc = visit_frames(&w, 0, 1, 0, w.base.ix.n, 0, NULL);
     }
+    if (!rc && w.summarized)
+        rc = normalized(&w);
     if (!rc) {
         PyObject *inside = vec_bytes(&w.base.inside);
         PyObject *events = vec_bytes(w.follow ? &w.pairs : &w.base.events);

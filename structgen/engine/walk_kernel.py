@@ -52,7 +52,7 @@ __all__ = ["SetRows", "FrameRows", "kernel_built", "kernel_available", "walk_ind
 
 #: The ``compiled_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left
 #: from another version is not used.
-KERNEL_VERSION = 4
+KERNEL_VERSION = 5
 
 _DEAD, _UNKNOWN = -1, -2  # row entries as compiled_walk.c reads them
 _DEAD_ROW = array("i", [_DEAD] * 256 + [0] * 256)
@@ -192,6 +192,11 @@ class FrameRows(SetRows):
         #: rules stepped from their table: plain automata with no calls (lexer tokens)
         self._leafy = [not (r.counted or r.unordered is not None or any(r.calls))
                        and len(r.trans) <= _LEAF_STATES for r in machine.rules]
+        #: the kernel reads these: ``leafy[k]`` where set ``k`` is a token's state alone, and
+        #: ``summaries`` of what such a set reads below a node, made by the first walk that
+        #: meets it there (``compiled_walk.c``, "token summaries")
+        self.leafy = bytearray()
+        self.summaries: dict[tuple[int, int, int], tuple[bytes, bytes]] = {}
 
     def _entry(self, stacks: StackSet) -> int:
         """The row entry for ``stacks``: its set, or ``_SPLIT -`` the configuration it splits into.
@@ -298,6 +303,12 @@ class FrameRows(SetRows):
             for q, k in enumerate(nums):
                 if k >= 0 and self.rows[k] is None:
                     self.rows[k] = bytearray(table[q])
+            top = max(nums, default=-1)
+            if top >= len(self.leafy):
+                self.leafy.extend(bytes(top + 1 - len(self.leafy)))
+            for k in nums:
+                if k >= 0:
+                    self.leafy[k] = 1
         return nums
 
     def rebase(self, sid: int, parent: int) -> int:
@@ -398,8 +409,10 @@ def walk_crossings(index: TokenIndex, rows: FrameRows, start: StackSet,
     _require_kernel()
     if not index.keys:
         return np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
+    summaries = os.environ.get("STRUCTGEN_WALK_SUMMARIES", "1") != "0"
     inside, pairs = _kernel.walk_frames(*index.tables(), rows.number(start), rows.rows, rows.fill, rows,
-                                        rows.configs, _bits(follow), rows.blocked)
+                                        rows.configs, _bits(follow), rows.blocked,
+                                        rows.summaries if summaries else None, rows.leafy)
     return np.frombuffer(inside, dtype=np.int64), np.frombuffer(pairs, dtype=np.int64).reshape(-1, 2)
 
 
