@@ -15,6 +15,11 @@ returns the same keys and escapes as :func:`structgen.engine.masks.walk_keys`; w
 extension is not built (no compiler) or ``STRUCTGEN_WALK_KERNEL=0``, that Python walk runs
 instead.
 
+A lexer token's state met at a node with many keys below is summarized there, once per grammar
+(:attr:`FrameRows.summaries`): what it reads alone, and the few escapes a caller could go on
+from; later walks reuse that under any caller (``compiled_walk.c`` says why it is exact).
+``STRUCTGEN_WALK_SUMMARIES=0`` walks every token again instead.
+
 Example
 -------
 >>> from structgen.engine.compiler import Compiler
