@@ -481,7 +481,9 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
  * after `(`, each walk reads the ~15,000 keys a name takes whole again, under a different
  * caller. A token's state alone at a node reads the same keys whatever called it; the caller
  * only matters where the token may end (an escape) and the caller could read on. So the first
- * walk that meets set k at a node with SUMMARY_MIN_KEYS keys or more below walks k alone there
+ * walk that meets set k under a caller (P is not the escape: a token the walked rule reads
+ * itself is walked with the rest, which costs less the once it is met) at a node with
+ * SUMMARY_MIN_KEYS keys or more below walks k alone there
  * (in events mode, as walk_frames without follow) and keeps its inside keys and the escapes a
  * caller may go on from; every later walk, under any caller P, adds those keys and goes on
  * from those escapes only, as the walk would (cont(code, P), then the walk's own escape).
@@ -691,7 +693,7 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
         for (Py_ssize_t j = 0; j < n; j++) {
             int64_t comp = w->comps.data[at + j];
             int64_t k = (int64_t)((uint64_t)comp >> 32), P = (int64_t)(uint32_t)comp;
-            if (!leafy_set(w, k))
+            if (P == ESCAPE_SID || !leafy_set(w, k)) /* a token under a caller */
                 w->comps.data[at + keep++] = comp;
             else if (apply_summary(w, k, P, lo, hi, d) < 0)
                 return -1;
