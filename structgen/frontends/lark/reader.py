@@ -431,8 +431,10 @@ def _terminal_languages(low: "_Lowering", defs: dict[str, Def]) -> dict[str, Exp
     keywords = {n: (lit[0], defs[n].priority) for n, lit in strings.items()
                 if lit is not None and _is_word(lit[0])}
     for n, d in defs.items():
+        if strings[n] is not None:
+            continue
         same = [(k, text) for k, (text, prio) in keywords.items() if prio == d.priority]
-        if strings[n] is not None or not same:
+        if not same:
             continue
         match = matcher(langs[n])  # its DFA looked up once for all keywords (~100 in SQL's)
         reserved = [langs[k] for k, text in same if match(text.encode("utf-8"))]
