@@ -29,35 +29,34 @@ typedef struct {
     Py_ssize_t len, cap;
 } Vec;
 
-static int vec_push(Vec *v, int64_t x) {
-    if (v->len == v->cap) {
-        Py_ssize_t cap = v->cap ? v->cap * 2 : 1024;
-        int64_t *data = PyMem_Realloc(v->data, cap * sizeof(int64_t));
-        if (!data) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->data = data;
-        v->cap = cap;
+/* Room for `need` items (doubling from 1024). */
+static int vec_reserve(Vec *v, Py_ssize_t need) {
+    if (need <= v->cap)
+        return 0;
+    Py_ssize_t cap = v->cap ? v->cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    int64_t *data = PyMem_Realloc(v->data, cap * sizeof(int64_t));
+    if (!data) {
+        PyErr_NoMemory();
+        return -1;
     }
+    v->data = data;
+    v->cap = cap;
+    return 0;
+}
+
+static int vec_push(Vec *v, int64_t x) {
+    if (v->len == v->cap && vec_reserve(v, v->len + 1) < 0)
+        return -1;
     v->data[v->len++] = x;
     return 0;
 }
 
 /* Append xs[:n], or n places to fill (xs NULL). */
 static int vec_extend(Vec *v, const int64_t *xs, Py_ssize_t n) {
-    if (v->len + n > v->cap) {
-        Py_ssize_t cap = v->cap ? v->cap : 1024;
-        while (cap < v->len + n)
-            cap *= 2;
-        int64_t *data = PyMem_Realloc(v->data, cap * sizeof(int64_t));
-        if (!data) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->data = data;
-        v->cap = cap;
-    }
+    if (vec_reserve(v, v->len + n) < 0)
+        return -1;
     if (xs)
         memcpy(v->data + v->len, xs, n * sizeof(int64_t));
     v->len += n;
@@ -608,17 +607,19 @@ static int apply_summary(FrameWalk *w, int64_t k, int64_t P, int64_t lo, int64_t
     const int64_t *ev = rc ? NULL : (const int64_t *)PyBytes_AS_STRING(events);
     Py_ssize_t nkeys = rc ? 0 : PyBytes_GET_SIZE(inside) / 4, nev = rc ? 0 : PyBytes_GET_SIZE(events) / 8;
     Py_ssize_t at = w->base.inside.len;
-    if (!rc && nkeys) /* room for them, then widened in place */
-        rc = vec_push(&w->base.inside, 0) < 0 || vec_extend(&w->base.inside, NULL, nkeys - 1) < 0 ? -1 : 0;
+    if (!rc) /* places for them, filled (widened to int64) below */
+        rc = vec_extend(&w->base.inside, NULL, nkeys);
     for (Py_ssize_t j = 0; !rc && j < nkeys; j++) {
         if (keys[j] < 0 || keys[j] >= ix->n)
             rc = 1;
         else
             w->base.inside.data[at + j] = keys[j];
     }
+    Py_ssize_t codes = PyList_GET_SIZE(w->blocked);
     for (Py_ssize_t e = 0; !rc && e < nev; e += 3) {
-        int64_t i = ev[e], dd = ev[e + 1];
-        rc = i < 0 || i >= ix->n || dd <= ((const int64_t *)ix->lcp.buf)[i] || dd > KLEN(ix, i) ? -1 : 0;
+        int64_t i = ev[e], dd = ev[e + 1], code = ev[e + 2];
+        rc = i < 0 || i >= ix->n || dd <= ((const int64_t *)ix->lcp.buf)[i] || dd > KLEN(ix, i)
+             || code <= -codes || code >= codes || !code ? -1 : 0;
     }
     if (rc) {
         if (rc > 0 || !PyErr_Occurred())
