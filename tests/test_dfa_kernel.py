@@ -150,7 +150,6 @@ def test_malformed_input_is_refused():
                              array("i", [-2]), 10)
 
 
-
 def test_second_rows_checked_once_are_still_checked_when_new():
     """The kernel remembers the last second automaton it checked when given as bytes (the shared
     union of terminals, :func:`dfa._shared_packed`); any other rows are checked again."""
@@ -168,6 +167,7 @@ def test_second_rows_checked_once_are_still_checked_when_new():
     mutable[0] = 5
     with pytest.raises(ValueError, match="malformed"):
         kernel.split_product(offsets, masks, targets, b"\x01", offsets, masks, mutable, array("i", [0]), 10)
+
 
 def random_fsm(rng: random.Random):
     """A random trimmed, minimized automaton as an IR node (the regular operations' input)."""
