@@ -323,6 +323,21 @@ typedef struct {
     int summarized; /* a summary was applied: the results are put in order at the end */
 } FrameWalk;
 
+/* What a walk allocated (its index buffers are released by whoever opened them). */
+static void frame_walk_free(FrameWalk *w) {
+    PyMem_Free(w->base.inside.data);
+    PyMem_Free(w->base.events.data);
+    PyMem_Free(w->comps.data);
+    PyMem_Free(w->pairs.data);
+    PyMem_Free(w->allowed);
+    PyMem_Free(w->known);
+    Memo *memos[2] = {&w->rebased, &w->conts};
+    for (int q = 0; q < 2; q++) {
+        PyMem_Free(memos[q]->keys);
+        PyMem_Free(memos[q]->vals);
+    }
+}
+
 /* An int from a callback's result (a new reference, dropped here). */
 static int take_int(PyObject *res, int64_t *out) {
     if (!res)
@@ -380,6 +395,14 @@ static int push_config(FrameWalk *w, int64_t c, int64_t P) {
     return rc;
 }
 
+/* Push what a row entry read under the parent P is: the component (entry, P), the components of
+ * a configuration, or nothing (dead). */
+static int push_entry(FrameWalk *w, int64_t entry, int64_t P) {
+    if (entry >= 0)
+        return vec_push(&w->comps, (int64_t)PACK(entry, P));
+    return entry <= SPLIT ? push_config(w, SPLIT - entry, P) : 0;
+}
+
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
@@ -404,12 +427,27 @@ static void sort_i64(int64_t *a, Py_ssize_t n) {
 
 #define MAX_CODES 64
 
-/* The bytes a key may go on with past an escape of this code: follow less blocked[code]. */
-static const uint8_t *allowed_of(FrameWalk *w, int64_t code) {
+/* The bytes all markers of an escape code forbid next (32 bytes, a bit per byte). */
+static const uint8_t *blocked_of(FrameWalk *w, int64_t code) {
     if (code < 0 || code >= PyList_GET_SIZE(w->blocked)) {
         PyErr_Format(PyExc_ValueError, "escape code %lld has no blocked bytes", (long long)code);
         return NULL;
     }
+    PyObject *b = PyList_GET_ITEM(w->blocked, code);
+    if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != 32) {
+        PyErr_Format(PyExc_ValueError, "blocked bytes of code %lld are not 32 bytes", (long long)code);
+        return NULL;
+    }
+    return (const uint8_t *)PyBytes_AS_STRING(b);
+}
+
+/* The bytes a key may go on with past an escape of this code: follow less blocked[code]. */
+static const uint8_t *allowed_of(FrameWalk *w, int64_t code) {
+    if (code >= 0 && code < w->nallowed && w->known[code])
+        return w->allowed[code];
+    const uint8_t *bl = blocked_of(w, code);
+    if (!bl)
+        return NULL;
     if (code >= w->nallowed) {
         Py_ssize_t n = w->nallowed ? w->nallowed : 64;
         while (n <= code)
@@ -429,17 +467,9 @@ static const uint8_t *allowed_of(FrameWalk *w, int64_t code) {
         w->known = k;
         w->nallowed = n;
     }
-    if (!w->known[code]) {
-        PyObject *b = PyList_GET_ITEM(w->blocked, code);
-        if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != 32) {
-            PyErr_Format(PyExc_ValueError, "blocked bytes of code %lld are not 32 bytes", (long long)code);
-            return NULL;
-        }
-        const uint8_t *bl = (const uint8_t *)PyBytes_AS_STRING(b);
-        for (int q = 0; q < 32; q++)
-            w->allowed[code][q] = w->follow[q] & ~bl[q];
-        w->known[code] = 1;
-    }
+    for (int q = 0; q < 32; q++)
+        w->allowed[code][q] = w->follow[q] & ~bl[q];
+    w->known[code] = 1;
     return w->allowed[code];
 }
 
@@ -455,13 +485,20 @@ static int push_range(FrameWalk *w, int64_t lo, int64_t hi, int64_t d) {
 
 /* The crossings at node keys[lo:hi][:d] where the walk stops: the key ending there, and every
  * key under a child whose byte is in ok. */
+static int cross_children(FrameWalk *w, int64_t lo, int64_t hi, int64_t d, const uint8_t *ok);
+
 static int cross_node(FrameWalk *w, int64_t lo, int64_t hi, int64_t d, const uint8_t *ok) {
-    const Index *ix = &w->base.ix;
-    if (KLEN(ix, lo) == d) {
+    if (KLEN(&w->base.ix, lo) == d) {
         if (push_range(w, lo, lo + 1, d) < 0)
             return -1;
         lo++;
     }
+    return cross_children(w, lo, hi, d, ok);
+}
+
+/* Every key under a child (keys[lo:hi], none ending at the node) whose byte is in ok. */
+static int cross_children(FrameWalk *w, int64_t lo, int64_t hi, int64_t d, const uint8_t *ok) {
+    const Index *ix = &w->base.ix;
     while (lo < hi) {
         int64_t z = subtree_end(ix, lo, d + 1);
         if (has_byte(ok, BYTE(ix, lo, d)) && push_range(w, lo, z, d) < 0)
@@ -498,19 +535,6 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
 
 static int leafy_set(FrameWalk *w, int64_t k) {
     return k < PyByteArray_GET_SIZE(w->leafy) && PyByteArray_AS_STRING(w->leafy)[k];
-}
-
-static const uint8_t *blocked_of(FrameWalk *w, int64_t code) {
-    if (code < 0 || code >= PyList_GET_SIZE(w->blocked)) {
-        PyErr_Format(PyExc_ValueError, "escape code %lld has no blocked bytes", (long long)code);
-        return NULL;
-    }
-    PyObject *b = PyList_GET_ITEM(w->blocked, code);
-    if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != 32) {
-        PyErr_Format(PyExc_ValueError, "blocked bytes of code %lld are not 32 bytes", (long long)code);
-        return NULL;
-    }
-    return (const uint8_t *)PyBytes_AS_STRING(b);
 }
 
 /* Whether a caller may go on from the token's escape (code, < 0 where the token went on) at
@@ -580,14 +604,7 @@ static PyObject *summary_of(FrameWalk *w, int64_t k, int64_t lo, int64_t hi, int
     }
     Py_DECREF(key);
     PyMem_Free(kept.data);
-    PyMem_Free(s.base.inside.data);
-    PyMem_Free(s.base.events.data);
-    PyMem_Free(s.comps.data);
-    Memo *memos[2] = {&s.rebased, &s.conts};
-    for (int q = 0; q < 2; q++) {
-        PyMem_Free(memos[q]->keys);
-        PyMem_Free(memos[q]->vals);
-    }
+    frame_walk_free(&s);
     return got;
 }
 
@@ -642,10 +659,7 @@ static int apply_summary(FrameWalk *w, int64_t k, int64_t P, int64_t lo, int64_t
             escaped = (int64_t)(uint32_t)packed;
         }
         Py_ssize_t child = w->comps.len;
-        if (entry >= 0)
-            rc = vec_push(&w->comps, (int64_t)PACK(entry, ESCAPE_SID));
-        else if (entry <= SPLIT)
-            rc = push_config(w, SPLIT - entry, ESCAPE_SID);
+        rc = push_entry(w, entry, ESCAPE_SID);
         uint8_t ok[32];
         const uint8_t *cross = NULL;
         if (!rc && escaped) {
@@ -707,15 +721,8 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
         if (++lo >= hi)
             return 0;
     }
-    if (!n) { /* all from summaries: what this node's escape lets cross is left */
-        while (cross && lo < hi) {
-            int64_t z = subtree_end(ix, lo, d + 1);
-            if (has_byte(cross, BYTE(ix, lo, d)) && push_range(w, lo, z, d) < 0)
-                return -1;
-            lo = z;
-        }
-        return 0;
-    }
+    if (!n) /* all from summaries: what this node's escape lets cross is left */
+        return cross ? cross_children(w, lo, hi, d, cross) : 0;
     /* the components' rows, fetched once for all the node's children */
     PyObject *small[8], **rows = n <= 8 ? small : PyMem_Malloc(n * sizeof(PyObject *));
     if (!rows) {
@@ -772,12 +779,7 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
                 break;
             }
             int64_t c = next[b], code = next[256 + b];
-            if (c >= 0) { /* one set, under the same parent */
-                if (vec_push(&w->comps, (int64_t)PACK(c, P)) < 0) {
-                    rc = -1;
-                    break;
-                }
-            } else if (c <= SPLIT && push_config(w, SPLIT - c, P) < 0) {
+            if (push_entry(w, c, P) < 0) { /* one set or a configuration, under the same parent */
                 rc = -1;
                 break;
             }
@@ -791,8 +793,7 @@ static int visit_frames(FrameWalk *w, Py_ssize_t at, Py_ssize_t n, int64_t lo, i
                 }
                 int32_t e = (int32_t)(packed >> 32); /* arithmetic: the entry's sign */
                 code = (int64_t)(uint32_t)packed;
-                if ((e >= 0 && vec_push(&w->comps, (int64_t)PACK(e, ESCAPE_SID)) < 0)
-                    || (e <= SPLIT && push_config(w, SPLIT - e, ESCAPE_SID) < 0)) {
+                if (push_entry(w, e, ESCAPE_SID) < 0) {
                     rc = -1;
                     break;
                 }
@@ -968,17 +969,7 @@ static PyObject *walk_frames(PyObject *self, PyObject *args) {
         Py_XDECREF(inside);
         Py_XDECREF(events);
     }
-    PyMem_Free(w.base.inside.data);
-    PyMem_Free(w.base.events.data);
-    PyMem_Free(w.comps.data);
-    PyMem_Free(w.pairs.data);
-    PyMem_Free(w.allowed);
-    PyMem_Free(w.known);
-    Memo *memos[2] = {&w.rebased, &w.conts};
-    for (int q = 0; q < 2; q++) {
-        PyMem_Free(memos[q]->keys);
-        PyMem_Free(memos[q]->vals);
-    }
+    frame_walk_free(&w);
     index_close(&w.base.ix);
     return out;
 }

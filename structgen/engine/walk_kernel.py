@@ -352,7 +352,6 @@ class FrameRows(SetRows):
 #: id(trans) -> (trans, accept, targets, accepting) of :func:`_leaf_table`; entries hold their
 #: automaton's lists, so an id is not reused while its entry stands
 _LEAF_TABLES: dict[int, tuple[list, list, np.ndarray, np.ndarray]] = {}
-_LEAF_TABLES_BYTES = [0]
 #: what the leaf tables may hold before they are dropped (a 500-state name token: 250 KiB)
 _LEAF_TABLES_MAX_BYTES = 64 << 20
 
@@ -375,11 +374,9 @@ def _leaf_table(trans: list[dict[int, int]], accept: list[bool]) -> tuple[np.nda
         dst = np.fromiter(chain.from_iterable(row.values() for row in trans), dtype=np.int64, count=src.size)
         targets = np.full((n, 256), -1, dtype=np.int16 if n < 1 << 15 else np.int32)
         targets[src, byte] = dst
-        if _LEAF_TABLES_BYTES[0] + targets.nbytes > _LEAF_TABLES_MAX_BYTES:
+        if sum(t.nbytes for _, _, t, _ in _LEAF_TABLES.values()) + targets.nbytes > _LEAF_TABLES_MAX_BYTES:
             _LEAF_TABLES.clear()
-            _LEAF_TABLES_BYTES[0] = 0
         got = _LEAF_TABLES[id(trans)] = (trans, accept, targets, np.asarray(accept, dtype=bool))
-        _LEAF_TABLES_BYTES[0] += targets.nbytes
     return got[2], got[3]
 
 
