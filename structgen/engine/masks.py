@@ -461,27 +461,36 @@ class MaskBuilder:
 
     def _disk_or_computed_facts(self, key: tuple,
                                 compute: Callable[[], tuple[np.ndarray, _Remainders]]) -> _StateFacts:
+        # The file name (a hash) and the folder (a Path) cost ~20 us, as much as a small state's
+        # walk: made only where the folder lists facts or these get saved.
         on = disk_cache_enabled()
-        folder = cache_dir() / "facts" / self.vocab.fingerprint
-        name, ident = _disk_name(key)
-        on_disk = self.vocab.facts_on_disk
-        if on:
-            if on_disk is None:  # list the directory once per vocabulary, not once per state
-                try:
-                    on_disk = set(os.listdir(folder))
-                except OSError:
-                    on_disk = set()
-                self.vocab.facts_on_disk = on_disk
-            if name in on_disk:
-                got = _load(folder / name, key, ident, self.vocab)
-                if got is not None:
-                    return got
+        on_disk = self._facts_on_disk() if on else None
+        named = _disk_name(key) if on_disk else None
+        if named is not None and named[0] in on_disk:  # type: ignore[operator]
+            got = _load(self._facts_folder() / named[0], key, named[1], self.vocab)
+            if got is not None:
+                return got
         started = time.perf_counter()
         got = _StateFacts(key, *compute())
         if on and time.perf_counter() - started > _DISK_CACHE_AFTER_S:
-            if _save(folder / name, ident, got) and on_disk is not None:
+            name, ident = named or _disk_name(key)
+            if _save(self._facts_folder() / name, ident, got) and on_disk is not None:
                 on_disk.add(name)
         return got
+
+    def _facts_folder(self) -> Path:
+        return cache_dir() / "facts" / self.vocab.fingerprint
+
+    def _facts_on_disk(self) -> set[str]:
+        """The facts files on disk for this vocabulary, listed once per vocabulary (not per state)."""
+        on_disk = self.vocab.facts_on_disk
+        if on_disk is None:
+            try:
+                on_disk = set(os.listdir(self._facts_folder()))
+            except OSError:
+                on_disk = set()
+            self.vocab.facts_on_disk = on_disk
+        return on_disk
 
     def _plain_facts(self, sid: int) -> _StateFacts:
         rule_i, state, _ = self.sm.frames[sid]
