@@ -138,6 +138,7 @@ for _name, _make, _fragment in (
         ("float", lambda w: np.zeros(w, np.float32), "float32"),
         ("bool", lambda w: np.zeros(w, bool), "bool"),
         ("int64", lambda w: np.zeros(w, np.int64), "int64"),
+        ("big-endian int32", lambda w: np.zeros(w, ">i4"), ">i4"),  # not the dtype the fast check knows
         ("too narrow", lambda w: np.zeros(w - 1, np.int32), "shape"),
         ("3-d", lambda w: np.zeros((1, 1, w), np.int32), "shape"),
         ("a list", lambda w: [0] * w, "list"),
