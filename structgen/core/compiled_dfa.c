@@ -44,17 +44,26 @@ typedef struct {
     Py_ssize_t len, cap, size;
 } Buf;
 
-static void *buf_push(Buf *b) {
-    if (b->len == b->cap) {
-        Py_ssize_t cap = b->cap ? b->cap * 2 : 256;
-        char *data = PyMem_Realloc(b->data, cap * b->size);
-        if (!data) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        b->data = data;
-        b->cap = cap;
+/* Room for `need` elements (doubling from 256). */
+static int buf_reserve(Buf *b, Py_ssize_t need) {
+    if (need <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    char *data = PyMem_Realloc(b->data, cap * b->size);
+    if (!data) {
+        PyErr_NoMemory();
+        return -1;
     }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static void *buf_push(Buf *b) {
+    if (b->len == b->cap && buf_reserve(b, b->len + 1) < 0)
+        return NULL;
     return b->data + b->size * b->len++;
 }
 
@@ -634,12 +643,10 @@ static PyObject *class_of(const Masks *ms, Ints *ints, Ints *classes, PyObject *
 
 /* Append n bytes to a Buf of chars. */
 static int text_put(Buf *t, const char *s, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        char *c = buf_push(t);
-        if (!c)
-            return -1;
-        *c = s[i];
-    }
+    if (buf_reserve(t, t->len + n) < 0)
+        return -1;
+    memcpy(t->data + t->len, s, n);
+    t->len += n;
     return 0;
 }
 

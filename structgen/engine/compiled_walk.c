@@ -890,7 +890,6 @@ static int normalized(FrameWalk *w) {
         for (uint64_t x = seen[q]; x; x &= x - 1)
             in->data[u++] = q * 64 + lowest_bit(x);
     in->len = u;
-    PyMem_Free(seen);
     Py_ssize_t n = pr->len / 2;
     if (n > 1)
         qsort(pr->data, n, 2 * sizeof(int64_t), cmp_pair);
@@ -899,23 +898,15 @@ static int normalized(FrameWalk *w) {
         int64_t key = pr->data[2 * j], d = pr->data[2 * j + 1];
         if (u && pr->data[2 * (u - 1)] == key && pr->data[2 * (u - 1) + 1] == d)
             continue;
-        if (KLEN(&w->base.ix, key) == d) { /* the key ends there: a crossing unless inside */
-            Py_ssize_t a = 0, b = in->len;
-            while (a < b) {
-                Py_ssize_t mid = (a + b) / 2;
-                if (in->data[mid] < key)
-                    a = mid + 1;
-                else
-                    b = mid;
-            }
-            if (a < in->len && in->data[a] == key)
-                continue;
-        }
+        /* the key ends there: a crossing unless inside */
+        if (KLEN(&w->base.ix, key) == d && (seen[key >> 6] >> (key & 63) & 1))
+            continue;
         pr->data[2 * u] = key;
         pr->data[2 * u + 1] = d;
         u++;
     }
     pr->len = 2 * u;
+    PyMem_Free(seen);
     return 0;
 }
 
