@@ -393,13 +393,23 @@ def written_fsm(edges: tuple, accept: frozenset[int], text: bytes) -> Fsm:
 
 def _state_without_hash(self) -> dict:
     # String hashes differ between processes: a pickled one would break lookups after loading
-    # (a kept text is only left out: it is made again where needed).
-    return {k: v for k, v in self.__dict__.items() if k != "_hash" and k != "_text"}
+    # (a kept text or shape is only left out: it is made again where needed).
+    return {k: v for k, v in self.__dict__.items() if k not in _NOT_PICKLED}
+
+
+_NOT_PICKLED = ("_hash", "_text", "_shape")
+
+
+def _fsm_hash_once(self: Fsm) -> int:
+    """An automaton's hash, from its digest: hashing its edges hashes every byte class anew,
+    and the digest is made for the rule fingerprints anyway (the lexer's kernel writes it)."""
+    return hash(_fsm_digest(self))
 
 
 for _cls in (Seq, Alt, Repeat, Counted, Unordered, Fsm):
     _cls.__hash__ = _hash_once  # type: ignore[method-assign]
     _cls.__getstate__ = _state_without_hash  # type: ignore[attr-defined]
+Fsm.__hash__ = _fsm_hash_once  # type: ignore[method-assign]
 for _cls in (Seq, Alt, Repeat, Counted):
     _cls.__eq__ = _eq_iter  # type: ignore[method-assign]
 
@@ -465,6 +475,16 @@ def shape(body: Expr) -> Shape:
     >>> shape(Seq((Ref("a"), Lit(b"x"), Ref("b"), Ref("a"))))
     (((1, 'a'), (3, 'b')), None)
     """
+    kept = getattr(body, "__dict__", None)  # kept on the node: a compile asks three or four times
+    got = kept.get("_shape") if kept is not None else None
+    if got is None:
+        got = _shape(body)
+        if kept is not None:
+            object.__setattr__(body, "_shape", got)
+    return got
+
+
+def _shape(body: Expr) -> Shape:
     refs: dict[str, int] = {}
     misuse = None
     todo: list = [body]

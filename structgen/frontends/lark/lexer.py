@@ -42,8 +42,8 @@ from __future__ import annotations
 from array import array
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, fsm_of_rows,
-                                grouped, minimize, minimize_rows, rows_of, shared_grouped, split_fsms, trim,
-                                trim_rows)
+                                grouped, minimize, minimize_rows, rows_of, shared_grouped, shared_read_classes,
+                                split_fsms, trim, trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -130,9 +130,7 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     # the products explored below are what this module adds, and they are charged.
     union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
     union_rows = shared_grouped(union[0])
-    reads: dict[frozenset[int], int] = {}  # each distinct set of bytes the union reads: a number
-    union_class = array("i", [reads.setdefault(r, len(reads)) for r in map(frozenset, union[0])])
-    classes = list(reads)
+    union_class, classes = shared_read_classes(union[0])  # each distinct set of bytes the union reads
     runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
         if ignore is not None else []
     lookahead: list[tuple[str, frozenset[int]]] = []
