@@ -19,7 +19,7 @@ Example
 from __future__ import annotations
 
 from array import array
-from itertools import groupby
+from itertools import accumulate, groupby
 from operator import itemgetter
 from typing import Any, Callable
 
@@ -236,13 +236,9 @@ def _split_in_c(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | 
 
 def _packed(rows: Rows) -> tuple[array, bytes, array]:
     """Grouped rows as compiled_dfa.c reads them: row offsets, 32-byte masks, targets."""
-    offsets, targets, masks = array("i", [0]), array("i"), []
-    for row in rows:
-        for bs, t in row:
-            masks.append(bs.to_bytes(32, "little"))
-            targets.append(t)
-        offsets.append(len(targets))
-    return offsets, b"".join(masks), targets
+    edges = [edge for row in rows for edge in row]
+    return (array("i", accumulate(map(len, rows), initial=0)),
+            b"".join([bs.to_bytes(32, "little") for bs, _ in edges]), array("i", map(_target, edges)))
 
 
 def _shared_packed(rows: Rows) -> tuple[bytes, bytes, bytes]:

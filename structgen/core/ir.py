@@ -406,10 +406,21 @@ def _fsm_hash_once(self: Fsm) -> int:
     return hash(_fsm_digest(self))
 
 
+def _fsm_eq(self: Fsm, other: object) -> bool:
+    """Equal automata have equal digests, and the digest stands for the automaton already (a
+    rule's fingerprint, which keys the state facts every grammar on a vocabulary shares, is made
+    of it): comparing edges compared every byte class in Python, a millisecond per SQL compile
+    in the rule cache's lookups."""
+    if type(other) is not Fsm:
+        return NotImplemented
+    return self is other or _fsm_digest(self) == _fsm_digest(other)
+
+
 for _cls in (Seq, Alt, Repeat, Counted, Unordered, Fsm):
     _cls.__hash__ = _hash_once  # type: ignore[method-assign]
     _cls.__getstate__ = _state_without_hash  # type: ignore[attr-defined]
 Fsm.__hash__ = _fsm_hash_once  # type: ignore[method-assign]
+Fsm.__eq__ = _fsm_eq  # type: ignore[method-assign]
 for _cls in (Seq, Alt, Repeat, Counted):
     _cls.__eq__ = _eq_iter  # type: ignore[method-assign]
 
