@@ -17,6 +17,7 @@ digit ::= [0-9]
 from __future__ import annotations
 
 import hashlib
+import operator
 from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
@@ -534,12 +535,14 @@ def substitute(e: Expr, replace: "Callable[[str], Expr | None]") -> Expr:
     if isinstance(e, Ref):
         got = replace(e.name)
         return e if got is None else got
-    if isinstance(e, Seq):
-        return seq(*(substitute(x, replace) for x in e.items))
-    if isinstance(e, Alt):
-        return alt(*(substitute(x, replace) for x in e.items))
+    if isinstance(e, (Seq, Alt)):  # a part where nothing changed is kept, with its kept hash
+        items = [substitute(x, replace) for x in e.items]
+        if all(map(operator.is_, items, e.items)):
+            return e
+        return seq(*items) if isinstance(e, Seq) else alt(*items)
     if isinstance(e, Repeat):
-        return Repeat(substitute(e.item, replace), e.min, e.max)
+        item = substitute(e.item, replace)
+        return e if item is e.item else Repeat(item, e.min, e.max)
     if isinstance(e, Counted):
         return Counted(substitute(e.item, replace), e.min, e.max, e.exclude)
     if isinstance(e, Unordered):  # items stay calls: renamed when replaced by a call
