@@ -91,3 +91,33 @@ def test_grammar_automata_are_the_same_with_and_without_the_kernel(monkeypatch):
         want = build_automaton(g)
         assert (got.nullable, got.follow, got.fingerprints) == (want.nullable, want.follow, want.fingerprints)
         assert [(r.trans, r.calls, r.accept) for r in got.rules] == [(r.trans, r.calls, r.accept) for r in want.rules]
+
+
+def test_packed_rows_read_as_the_dicts_and_are_checked():
+    """``rows_read`` packs a rule's rows once (``grammar_facts.packed_rows``); the kernel reads
+    them like the dicts, and checks them before reading: a truncated table, a target or a
+    state count out of range, offsets that go back are a ValueError, not a read past the end."""
+    import struct
+
+    rows = [{97: 1, 98: 2}, {99: 2}, {}]
+    calls = [[(), (), ()]]
+    packed = kernel.rows_read(rows)
+    assert grammar_facts.packed_rows(rows) == packed and grammar_facts.packed_rows(rows) is grammar_facts.packed_rows(rows)
+    same = kernel.first_and_follow([rows], calls, [[False, False, True]], [False], [False])
+    assert kernel.first_and_follow([packed], calls, [[False, False, True]], [False], [False]) == same
+    n = 3
+    tstart_at = 8 + n * 32
+    bad = {
+        "truncated": packed[:-4],
+        "target out of range": packed[:-4] + struct.pack("<i", 7),
+        "too many states": struct.pack("<i", 1 << 20) + packed[4:],
+        "offsets go back": packed[:tstart_at + 4] + struct.pack("<i", 5) + packed[tstart_at + 8:],
+        "empty": b"",
+    }
+    for what, table in bad.items():
+        with pytest.raises(ValueError):
+            kernel.first_and_follow([table], calls, [[False, False, True]], [False], [False])
+            pytest.fail(what)
+    for not_rows in ([1, 2], [{300: 0}], [{0: 5}], "ab"):
+        with pytest.raises((ValueError, TypeError)):
+            kernel.rows_read(not_rows)

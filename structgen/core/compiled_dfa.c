@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_VERSION 4
+#define KERNEL_VERSION 5
 
 typedef struct {
     uint64_t w[4];
@@ -2116,11 +2116,154 @@ static void rules_free(Rules *g) {
     PyMem_Free(g->ret);
 }
 
-/* Rule i's rows and calls into g (state offsets and accept flags already there). */
+/* State q's calls (a sequence of (callee, return state) pairs) into callee and ret. */
+static int rules_read_calls(Rules *g, PyObject *calls, int32_t q, int32_t states, Buf *callee, Buf *ret) {
+    PyObject *qc = PySequence_Fast(PySequence_Fast_GET_ITEM(calls, q), "calls of a state");
+    if (!qc)
+        return -1;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(qc); k++) {
+        PyObject *edge = PySequence_Fast_GET_ITEM(qc, k);
+        long c = -1, t = -1;
+        if (PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 2) {
+            c = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
+            t = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
+        }
+        int32_t *pc = (c < 0 || c >= g->n || t < 0 || t >= states) ? NULL : buf_push(callee);
+        int32_t *pt = pc ? buf_push(ret) : NULL;
+        if (!pt) {
+            Py_DECREF(qc);
+            return -1;
+        }
+        *pc = (int32_t)c;
+        *pt = (int32_t)t;
+    }
+    Py_DECREF(qc);
+    return 0;
+}
+
+/* A rule's rows as rows_read packs them: int32 states and an int32 0 (so the masks fall on
+ * 8-byte words), then per state its 32-byte mask of
+ * the bytes it reads, then int32 tstart[states + 1], then the int32 distinct targets of each
+ * state (tstart[q] .. tstart[q + 1]). The number of states, or -1 (an error set) when the bytes
+ * are not such a table. */
+static Py_ssize_t packed_states(PyObject *packed) {
+    const char *buf = PyBytes_AS_STRING(packed);
+    Py_ssize_t len = PyBytes_GET_SIZE(packed), states = -1;
+    if (len >= 12) {
+        int32_t n;
+        memcpy(&n, buf, 4);
+        Py_ssize_t head = 8 + (Py_ssize_t)n * (Py_ssize_t)(sizeof(Mask) + 4) + 4;
+        if (n >= 0 && n < INT32_MAX / 64 && len >= head) {
+            const int32_t *tstart = (const int32_t *)(buf + 8 + (Py_ssize_t)n * sizeof(Mask));
+            const int32_t *target = (const int32_t *)(buf + head);
+            int ok = tstart[0] == 0 && len == head + (Py_ssize_t)tstart[n] * 4;
+            for (int32_t q = 0; ok && q < n; q++)
+                ok = tstart[q] <= tstart[q + 1];
+            for (int32_t k = 0; ok && k < tstart[n]; k++)
+                ok = target[k] >= 0 && target[k] < n;
+            if (ok)
+                states = n;
+        }
+    }
+    if (states < 0)
+        PyErr_SetString(PyExc_ValueError, "rule automata: malformed packed rows");
+    return states;
+}
+
+/* rows_read(trans) -> bytes: one rule's rows (a list of {byte: target} dicts) packed as
+ * packed_states reads them, for the whole-grammar analyses below to take instead of the dicts:
+ * a rule's automaton is cached across grammars, and reading its dicts again was most of
+ * first_and_follow (a SQL grammar's name tokens are ~1,000 states of ~60 bytes). */
+static PyObject *rows_read(PyObject *self, PyObject *arg) {
+    PyObject *rows = PySequence_Fast(arg, "rows");
+    if (!rows)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
+    PyObject *out = NULL;
+    Mask *masks = PyMem_Calloc(n ? n : 1, sizeof(Mask));
+    int32_t *tstart = PyMem_Malloc((n + 1) * sizeof(int32_t)), *stamp = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
+    Buf target = {NULL, 0, 0, sizeof(int32_t)};
+    if (!masks || !tstart || !stamp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (n >= INT32_MAX / 64) {
+        PyErr_SetString(PyExc_ValueError, "rows_read: too many states");
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        stamp[q] = -1;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(rows, q), *key, *value;
+        Py_ssize_t pos = 0;
+        tstart[q] = (int32_t)target.len;
+        if (!PyDict_Check(row)) {
+            PyErr_SetString(PyExc_ValueError, "rows_read: a row is not a dict");
+            goto done;
+        }
+        while (PyDict_Next(row, &pos, &key, &value)) {
+            long b = PyLong_AsLong(key), t = PyLong_AsLong(value);
+            if (b < 0 || b > 255 || t < 0 || t >= n) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "rows_read: a byte or target out of range");
+                goto done;
+            }
+            masks[q].w[b >> 6] |= (uint64_t)1 << (b & 63);
+            if (stamp[t] != q) {
+                stamp[t] = (int32_t)q;
+                int32_t *slot = buf_push(&target);
+                if (!slot)
+                    goto done;
+                *slot = (int32_t)t;
+            }
+        }
+    }
+    tstart[n] = (int32_t)target.len;
+    Py_ssize_t size = 8 + n * (Py_ssize_t)sizeof(Mask) + (n + 1) * 4 + target.len * 4;
+    out = PyBytes_FromStringAndSize(NULL, size);
+    if (!out)
+        goto done;
+    char *w = PyBytes_AS_STRING(out);
+    int32_t head[2] = {(int32_t)n, 0};
+    memcpy(w, head, 8);
+    memcpy(w + 8, masks, n * sizeof(Mask));
+    memcpy(w + 8 + n * sizeof(Mask), tstart, (n + 1) * 4);
+    if (target.len)
+        memcpy(w + 8 + n * sizeof(Mask) + (n + 1) * 4, target.data, target.len * 4);
+done:
+    Py_DECREF(rows);
+    PyMem_Free(masks);
+    PyMem_Free(tstart);
+    PyMem_Free(stamp);
+    PyMem_Free(target.data);
+    return out;
+}
+
+/* Rule i's rows and calls into g (state offsets and accept flags already there); rows is a
+ * sequence of dicts, or the bytes of rows_read. */
 static int rules_read_edges(Rules *g, Py_ssize_t i, PyObject *rows, PyObject *calls, int32_t *stamp, Buf *target,
                             Buf *callee, Buf *ret) {
     int32_t base = g->base[i], states = g->base[i + 1] - base;
+    int packed = PyBytes_CheckExact(rows);
+    const char *buf = packed ? PyBytes_AS_STRING(rows) : NULL;
+    const char *pmask = packed ? buf + 8 : NULL;
+    const int32_t *ptstart = packed ? (const int32_t *)(buf + 8 + (Py_ssize_t)states * sizeof(Mask)) : NULL;
+    const int32_t *ptarget = packed ? ptstart + states + 1 : NULL;
     for (int32_t q = 0; q < states; q++) {
+        if (packed) { /* checked by packed_states: masks and targets in range */
+            g->tstart[base + q] = (int32_t)target->len;
+            g->cstart[base + q] = (int32_t)callee->len;
+            memcpy(&g->bytes[base + q], pmask + (Py_ssize_t)q * sizeof(Mask), sizeof(Mask));
+            for (int32_t k = ptstart[q]; k < ptstart[q + 1]; k++) {
+                int32_t *slot = buf_push(target);
+                if (!slot)
+                    return -1;
+                *slot = base + ptarget[k];
+            }
+            if (rules_read_calls(g, calls, q, states, callee, ret) < 0)
+                return -1;
+            continue;
+        }
         PyObject *row = PySequence_Fast_GET_ITEM(rows, q), *key, *value;
         Py_ssize_t pos = 0;
         Mask *m = &g->bytes[base + q];
@@ -2141,26 +2284,8 @@ static int rules_read_edges(Rules *g, Py_ssize_t i, PyObject *rows, PyObject *ca
                 *slot = base + (int32_t)t;
             }
         }
-        PyObject *qc = PySequence_Fast(PySequence_Fast_GET_ITEM(calls, q), "calls of a state");
-        if (!qc)
+        if (rules_read_calls(g, calls, q, states, callee, ret) < 0)
             return -1;
-        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(qc); k++) {
-            PyObject *edge = PySequence_Fast_GET_ITEM(qc, k);
-            long c = -1, t = -1;
-            if (PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 2) {
-                c = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
-                t = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
-            }
-            int32_t *pc = (c < 0 || c >= g->n || t < 0 || t >= states) ? NULL : buf_push(callee);
-            int32_t *pt = pc ? buf_push(ret) : NULL;
-            if (!pt) {
-                Py_DECREF(qc);
-                return -1;
-            }
-            *pc = (int32_t)c;
-            *pt = (int32_t)t;
-        }
-        Py_DECREF(qc);
     }
     return 0;
 }
@@ -2181,7 +2306,8 @@ static int rules_read(Rules *g, PyObject *trans_l, PyObject *calls_l, PyObject *
         goto nomem;
     for (Py_ssize_t i = 0; i < n; i++) {
         g->base[i] = (int32_t)g->total;
-        Py_ssize_t states = PySequence_Length(PyList_GET_ITEM(trans_l, i));
+        PyObject *rows = PyList_GET_ITEM(trans_l, i);
+        Py_ssize_t states = PyBytes_CheckExact(rows) ? packed_states(rows) : PySequence_Length(rows);
         if (states < 0)
             goto out;
         g->total += states;
@@ -2204,7 +2330,12 @@ static int rules_read(Rules *g, PyObject *trans_l, PyObject *calls_l, PyObject *
         int32_t base = g->base[i], states = g->base[i + 1] - base;
         int skip = skip_l && PyList_GET_ITEM(skip_l, i) != Py_None;
         PyObject *accept = PySequence_Fast(PyList_GET_ITEM(accept_l, i), "accept");
-        PyObject *rows = accept && !skip ? PySequence_Fast(PyList_GET_ITEM(trans_l, i), "rows") : NULL;
+        PyObject *given = PyList_GET_ITEM(trans_l, i), *rows = NULL;
+        if (accept && !skip && PyBytes_CheckExact(given)) {
+            rows = given;
+            Py_INCREF(rows);
+        } else if (accept && !skip)
+            rows = PySequence_Fast(given, "rows");
         PyObject *calls = rows ? PySequence_Fast(PyList_GET_ITEM(calls_l, i), "calls") : NULL;
         int bad = !accept || PySequence_Fast_GET_SIZE(accept) != states || (!skip && !calls) ||
                   (calls && PySequence_Fast_GET_SIZE(calls) != states);
@@ -2746,6 +2877,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"rows_read", rows_read, METH_O, "One rule's rows packed for first_and_follow and liveness (bytes)."},
     {"split_product", split_product, METH_VARARGS,
      "A token's product with the union of terminals, split by class, trimmed and minimized."},
     {"determinize", determinize, METH_VARARGS, "One rule's DFA from its Thompson NFA, as automaton._determinize."},
