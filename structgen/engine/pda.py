@@ -82,6 +82,7 @@ class StackMachine:
         self._initial: StackSet | None = None
         #: escape markers of isolated walks: ESCAPE, and guards on ESCAPE, with what they forbid
         self.escapes: dict[int, frozenset[int]] = {ESCAPE: frozenset()}
+        self._entries = [self._entry_state(i) for i in range(len(self.rules))]
 
     # -- stacks
 
@@ -100,6 +101,9 @@ class StackMachine:
         return sid
 
     def entry_state(self, rule: int) -> object:
+        return self._entries[rule]
+
+    def _entry_state(self, rule: int) -> object:
         r = self.rules[rule]
         if r.unordered is not None:
             return (0, 0, 0, 0)
@@ -139,21 +143,20 @@ class StackMachine:
         # the room is made once, by the outermost closure of this thread (not per nested call)
         local = self._local
         if getattr(local, "roomy", False):
-            return self._closure_of(sid)
+            return self._closure_of(sid, local.busy)
         with recursion_room():
             local.roomy = True
+            local.busy = set()  # this thread's closures in progress
             try:
-                return self._closure_of(sid)
+                return self._closure_of(sid, local.busy)
             finally:
                 local.roomy = False
 
-    def _closure_of(self, sid: int) -> StackSet:
-        got = self._closure.get(sid)
+    def _closure_of(self, sid: int, busy: set[int]) -> StackSet:
+        memo = self._closure
+        got = memo.get(sid)
         if got is not None:
             return got
-        busy = getattr(self._local, "busy", None)
-        if busy is None:
-            busy = self._local.busy = set()
         if sid in busy:  # build_automaton rejects left recursion; this guards the rest
             raise CompileError(f"rule '{self.rules[self.frames[sid][0]].name}' recurses "
                                "without reading input")
@@ -162,41 +165,45 @@ class StackMachine:
             rule_i, state, parent = self.frames[sid]
             out: set[int] = set()
             if rule_i == GUARD:
-                self._closure[sid] = result = self._guard_closure(sid, state, parent)  # type: ignore[arg-type]
+                memo[sid] = result = self._guard_closure(sid, state, parent)  # type: ignore[arg-type]
                 return result
             rule = self.rules[rule_i]
             if rule.unordered is not None:
                 result = self._unordered_closure(sid, rule, state, parent)  # type: ignore[arg-type]
-                self._closure[sid] = result
+                memo[sid] = result
                 return result
+            intern, entries = self.intern, self._entries
             if rule.counted:
                 count, q = state[0], state[1]  # type: ignore[index]
                 if rule.accept[q]:  # a called rule returned and completed the item
                     cap = rule.max if rule.max is not None else rule.min
-                    out |= self.closure(self.intern(rule_i, (min(count + 1, cap), 0), parent))
+                    out |= self._closure_of(intern(rule_i, (min(count + 1, cap), 0), parent), busy)
                 else:
                     if q != 0 or rule.max is None or count < rule.max:
                         if rule.trans[q]:
                             out.add(sid)
                         for callee, ret in rule.calls[q]:
-                            ret_sid = self.intern(rule_i, (count, ret), parent)
-                            out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+                            ret_sid = intern(rule_i, (count, ret), parent)
+                            out |= self._closure_of(intern(callee, entries[callee], ret_sid), busy)
                     if q == 0 and count >= rule.min and not (
                             rule.guard is not None and rule.guard.blocks_end(state[2])):  # type: ignore[index]
-                        out |= self.closure(parent)
-            else:
+                        out |= self._closure_of(parent, busy)
+            else:  # the common case: one call after another, each a memo hit or a closure of its own
                 q = state  # type: ignore[assignment]
                 if rule.trans[q]:
                     out.add(sid)
                 for callee, ret in rule.calls[q]:
-                    ret_sid = self.intern(rule_i, ret, parent)
-                    out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+                    called = intern(callee, entries[callee], intern(rule_i, ret, parent))
+                    got = memo.get(called)
+                    out |= got if got is not None else self._closure_of(called, busy)
                 if rule.accept[q]:
-                    out |= self.closure(parent if rule.lookahead is None else self.guard(rule.lookahead, parent))
+                    after = parent if rule.lookahead is None else self.guard(rule.lookahead, parent)
+                    got = memo.get(after)
+                    out |= got if got is not None else self._closure_of(after, busy)
             result = frozenset(out)
         finally:
             busy.discard(sid)
-        self._closure[sid] = result
+        memo[sid] = result
         return result
 
     def _unordered_closure(self, sid: int, rule, state: tuple, parent: int) -> StackSet:
@@ -215,13 +222,13 @@ class StackMachine:
                 if not self._unordered_alive(u, ret, state):
                     continue  # whitespace before a separator when no item may come: a dead end
                 ret_sid = self.intern(rule_i, (written, got, count, ret), parent)
-                out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+                out |= self.closure(self.intern(callee, self._entries[callee], ret_sid))
                 continue
             for k in items:
                 nxt = slots.after(k, written, got, count)
                 if nxt is not None:
                     ret_sid = self.intern(rule_i, (*nxt, ret), parent)
-                    out |= self.closure(self.intern(callee, self.entry_state(callee), ret_sid))
+                    out |= self.closure(self.intern(callee, self._entries[callee], ret_sid))
         if rule.accept[q] and slots.can_end(written, got, count):
             out |= self.closure(parent)
         return frozenset(out)
