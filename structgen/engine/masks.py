@@ -292,11 +292,12 @@ class MaskBuilder:
         got = cache.get(key)
         if got is None:
             keys = self.index.keys
-            ids = []
+            spans = []  # the keys that start with each byte: one span of the sorted keys
             for b in sorted(first):
                 lo = bisect_left(keys, bytes((b,)))
-                hi = prefix_range_end(keys, bytes((b,)), lo, len(keys))
-                ids += [t for i in range(lo, hi) for t in self.index.ids[i]]
+                spans.append(np.arange(lo, prefix_range_end(keys, bytes((b,)), lo, len(keys))))
+            # their token ids in numpy: an identifier's lookahead (63 bytes) is most of the vocabulary
+            ids = self.index.token_ids(np.concatenate(spans)) if spans else np.zeros(0, dtype=np.int64)
             got = cache[key] = ids_to_mask(ids, self.vocab.words)
         return got
 
