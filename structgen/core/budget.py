@@ -81,18 +81,25 @@ def name_of(rule: str) -> str:
     return rule if budget is None else budget.describe(rule)
 
 
-@contextlib.contextmanager
-def place(where: str) -> Iterator[None]:
-    """Name what the work inside the block is for (a schema path), for charges that do not."""
-    budget = _CURRENT.get()
-    if budget is None:
-        yield
-        return
-    budget.places.append(where)
-    try:
-        yield
-    finally:
-        budget.places.pop()
+class place:
+    """Name what the work inside the block is for (a schema path), for charges that do not.
+
+    A class, not a generator context manager: a large schema's translation enters one per
+    subschema (thousands), and the generator's set-up cost more than the block's work."""
+
+    __slots__ = ("where", "budget")
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.budget = _CURRENT.get()
+
+    def __enter__(self) -> None:
+        if self.budget is not None:
+            self.budget.places.append(self.where)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.budget is not None:
+            self.budget.places.pop()
 
 
 def charge(units: int, where: str | None = None) -> None:

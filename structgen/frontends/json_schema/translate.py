@@ -37,12 +37,11 @@ Example
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import re
-from typing import Any, Callable, Iterable, Iterator, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from structgen.core.budget import charge, describe_with, place
 from structgen.core.depth import MAX_NESTING, recursion_room, too_deep
@@ -77,6 +76,26 @@ KNOWN_DIALECTS = frozenset({
     "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
     "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema",
 })
+
+
+class _UndoOnError:
+    """:meth:`_Converter.undo_on_error`: a class, not a generator context manager, as a large
+    schema enters one per subschema (thousands)."""
+
+    __slots__ = ("rules", "by_pointer", "sizes")
+
+    def __init__(self, rules: dict, by_pointer: dict) -> None:
+        self.rules, self.by_pointer, self.sizes = rules, by_pointer, (len(rules), len(by_pointer))
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is not None:  # BaseException included: forget what was made inside, then raise on
+            for name in list(self.rules)[self.sizes[0]:]:
+                del self.rules[name]
+            for key in list(self.by_pointer)[self.sizes[1]:]:
+                del self.by_pointer[key]
 
 
 def _dialect(uri: Any) -> str:
@@ -156,19 +175,10 @@ class _Converter:
         self.rules.setdefault(name, body)
         return Ref(name)
 
-    @contextlib.contextmanager
-    def undo_on_error(self) -> Iterator[None]:
+    def undo_on_error(self) -> "_UndoOnError":
         """Rules and names made inside are forgotten when it raises: a dropped alternative
         leaves no half-built rule behind for a later reference to find."""
-        rules, names = len(self.rules), len(self.by_pointer)
-        try:
-            yield
-        except BaseException:
-            for name in list(self.rules)[rules:]:
-                del self.rules[name]
-            for key in list(self.by_pointer)[names:]:
-                del self.by_pointer[key]
-            raise
+        return _UndoOnError(self.rules, self.by_pointer)
 
     @property
     def ws(self) -> Expr:
