@@ -170,7 +170,7 @@ def packed_rows(trans: list[dict[int, int]]) -> bytes:
     :func:`first_and_follow` (2 ms of a SQL compile, whose name tokens are ~1,000 states)."""
     got = _PACKED_ROWS.get(id(trans))
     if got is None or got[0] is not trans:
-        if len(_PACKED_ROWS) > 8192:
+        if len(_PACKED_ROWS) > 2048:  # about what the rule cache keeps (it holds the rows too)
             _PACKED_ROWS.clear()
         got = _PACKED_ROWS[id(trans)] = (trans, kernel.rows_read(trans))
     return got[1]
