@@ -2171,7 +2171,7 @@ static Py_ssize_t packed_states(PyObject *packed) {
 }
 
 /* rows_read(trans) -> bytes: one rule's rows (a list of {byte: target} dicts) packed as
- * packed_states reads them, for the whole-grammar analyses below to take instead of the dicts:
+ * packed_states reads them, which the whole-grammar analyses below take in place of the dicts:
  * a rule's automaton is cached across grammars, and reading its dicts again was most of
  * first_and_follow (a SQL grammar's name tokens are ~1,000 states of ~60 bytes). */
 static PyObject *rows_read(PyObject *self, PyObject *arg) {
@@ -2877,7 +2877,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"rows_read", rows_read, METH_O, "One rule's rows packed for first_and_follow and liveness (bytes)."},
+    {"rows_read", rows_read, METH_O, "One rule's rows packed (bytes), read by first_and_follow and liveness as the dicts."},
     {"split_product", split_product, METH_VARARGS,
      "A token's product with the union of terminals, split by class, trimmed and minimized."},
     {"determinize", determinize, METH_VARARGS, "One rule's DFA from its Thompson NFA, as automaton._determinize."},

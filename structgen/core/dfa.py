@@ -32,8 +32,8 @@ from structgen.errors import CompileError
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
            "grouped", "kernel_available", "mask_of", "mask_of_ranges", "members", "minimize", "minimize_rows",
-           "product_rows", "ranges_of", "rows_of", "shared_grouped", "shared_read_classes", "split_fsms", "split_product", "trim", "trim_rows",
-           "ungrouped"]
+           "product_rows", "ranges_of", "rows_of", "shared_grouped", "shared_read_classes", "split_fsms", "split_product",
+           "trim", "trim_rows", "ungrouped"]
 
 #: Explored automata above this many states raise CompileError instead of exhausting memory.
 DEFAULT_STATE_LIMIT = 50_000
