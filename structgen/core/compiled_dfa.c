@@ -2170,6 +2170,30 @@ static Py_ssize_t packed_states(PyObject *packed) {
     return states;
 }
 
+/* One row of a rule with `states` states (a {byte: target} dict): its bytes into *m, its
+ * distinct targets plus `base` onto target (stamp[t] == mark: t already pushed for this row).
+ * 0, or -1 (an error set only where reading a number failed) for a malformed row. */
+static int row_read(PyObject *row, int32_t states, int32_t base, int32_t mark, Mask *m, int32_t *stamp, Buf *target) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    if (!PyDict_Check(row))
+        return -1;
+    while (PyDict_Next(row, &pos, &key, &value)) {
+        long b = PyLong_AsLong(key), t = PyLong_AsLong(value);
+        if (b < 0 || b > 255 || t < 0 || t >= states)
+            return -1;
+        m->w[b >> 6] |= (uint64_t)1 << (b & 63);
+        if (stamp[t] != mark) { /* up to 256 bytes a row, most to a few targets */
+            stamp[t] = mark;
+            int32_t *slot = buf_push(target);
+            if (!slot)
+                return -1;
+            *slot = base + (int32_t)t;
+        }
+    }
+    return 0;
+}
+
 /* rows_read(trans) -> bytes: one rule's rows (a list of {byte: target} dicts) packed as
  * packed_states reads them, which the whole-grammar analyses below take in place of the dicts:
  * a rule's automaton is cached across grammars, and reading its dicts again was most of
@@ -2194,28 +2218,11 @@ static PyObject *rows_read(PyObject *self, PyObject *arg) {
     for (Py_ssize_t q = 0; q < n; q++)
         stamp[q] = -1;
     for (Py_ssize_t q = 0; q < n; q++) {
-        PyObject *row = PySequence_Fast_GET_ITEM(rows, q), *key, *value;
-        Py_ssize_t pos = 0;
         tstart[q] = (int32_t)target.len;
-        if (!PyDict_Check(row)) {
-            PyErr_SetString(PyExc_ValueError, "rows_read: a row is not a dict");
+        if (row_read(PySequence_Fast_GET_ITEM(rows, q), (int32_t)n, 0, (int32_t)q, &masks[q], stamp, &target) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "rows_read: a row is not a dict of bytes to states");
             goto done;
-        }
-        while (PyDict_Next(row, &pos, &key, &value)) {
-            long b = PyLong_AsLong(key), t = PyLong_AsLong(value);
-            if (b < 0 || b > 255 || t < 0 || t >= n) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "rows_read: a byte or target out of range");
-                goto done;
-            }
-            masks[q].w[b >> 6] |= (uint64_t)1 << (b & 63);
-            if (stamp[t] != q) {
-                stamp[t] = (int32_t)q;
-                int32_t *slot = buf_push(&target);
-                if (!slot)
-                    goto done;
-                *slot = (int32_t)t;
-            }
         }
     }
     tstart[n] = (int32_t)target.len;
@@ -2250,9 +2257,9 @@ static int rules_read_edges(Rules *g, Py_ssize_t i, PyObject *rows, PyObject *ca
     const int32_t *ptstart = packed ? (const int32_t *)(buf + 8 + (Py_ssize_t)states * sizeof(Mask)) : NULL;
     const int32_t *ptarget = packed ? ptstart + states + 1 : NULL;
     for (int32_t q = 0; q < states; q++) {
+        g->tstart[base + q] = (int32_t)target->len;
+        g->cstart[base + q] = (int32_t)callee->len;
         if (packed) { /* checked by packed_states: masks and targets in range */
-            g->tstart[base + q] = (int32_t)target->len;
-            g->cstart[base + q] = (int32_t)callee->len;
             memcpy(&g->bytes[base + q], pmask + (Py_ssize_t)q * sizeof(Mask), sizeof(Mask));
             for (int32_t k = ptstart[q]; k < ptstart[q + 1]; k++) {
                 int32_t *slot = buf_push(target);
@@ -2260,30 +2267,9 @@ static int rules_read_edges(Rules *g, Py_ssize_t i, PyObject *rows, PyObject *ca
                     return -1;
                 *slot = base + ptarget[k];
             }
-            if (rules_read_calls(g, calls, q, states, callee, ret) < 0)
-                return -1;
-            continue;
-        }
-        PyObject *row = PySequence_Fast_GET_ITEM(rows, q), *key, *value;
-        Py_ssize_t pos = 0;
-        Mask *m = &g->bytes[base + q];
-        g->tstart[base + q] = (int32_t)target->len;
-        g->cstart[base + q] = (int32_t)callee->len;
-        if (!PyDict_Check(row))
+        } else if (row_read(PySequence_Fast_GET_ITEM(rows, q), states, base, base + q, &g->bytes[base + q],
+                            stamp + base, target) < 0)
             return -1;
-        while (PyDict_Next(row, &pos, &key, &value)) {
-            long b = PyLong_AsLong(key), t = PyLong_AsLong(value);
-            if (b < 0 || b > 255 || t < 0 || t >= states)
-                return -1;
-            m->w[b >> 6] |= (uint64_t)1 << (b & 63);
-            if (stamp[base + t] != base + q) { /* up to 256 bytes a row, most to a few targets */
-                stamp[base + t] = base + q;
-                int32_t *slot = buf_push(target);
-                if (!slot)
-                    return -1;
-                *slot = base + (int32_t)t;
-            }
-        }
         if (rules_read_calls(g, calls, q, states, callee, ret) < 0)
             return -1;
     }
