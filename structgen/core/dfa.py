@@ -28,6 +28,7 @@ from structgen.core.budget import affordable, charge
 from structgen.core.dfa_kernel import KERNEL_VERSION, kernel_available  # noqa: F401 -- KERNEL_VERSION: tests
 from structgen.core.dfa_kernel import kernel as _kernel
 from structgen.core.ir import ByteClass, Expr, Fsm, written_fsm
+from structgen.core.memo import kept_by_id
 from structgen.errors import CompileError
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
@@ -74,7 +75,7 @@ def shared_grouped(trans: list[dict[int, int]]) -> "Rows":
     """``grouped(trans)`` made once per process for a DFA of :func:`dfa_of`'s cache: the SQL
     grammar's union of all terminals has 1,669 states, and grouping it with the terminals took
     30 ms of every compile. The rows are shared: never change them."""
-    return _per_dfa(_ROWS, trans, grouped)
+    return kept_by_id(_ROWS, trans, grouped, 4096)
 
 
 def shared_read_classes(trans: list[dict[int, int]]) -> tuple[array, list[frozenset[int]]]:
@@ -90,21 +91,10 @@ def shared_read_classes(trans: list[dict[int, int]]) -> tuple[array, list[frozen
         cls = array("i", [numbers.setdefault(sum(map(_byte, row)), len(numbers))
                           for row in shared_grouped(trans)])
         return cls, [frozenset(members(m)) for m in numbers]
-    return _per_dfa(_READS, trans, made)
+    return kept_by_id(_READS, trans, made, 4096)
 
 
-def _per_dfa(table: dict, trans: list[dict[int, int]], make: Callable[[list[dict[int, int]]], Any]) -> Any:
-    """``make(trans)``, kept in ``table`` by ``id(trans)``; the entry holds ``trans``, so its id
-    is not reused while it is there."""
-    got = table.get(id(trans))
-    if got is None:
-        if len(table) > 4096:
-            table.clear()
-        got = table[id(trans)] = (trans, make(trans))
-    return got[1]
-
-
-#: ``id(trans)`` -> ``(trans, its rows)``, and ``(trans, its read classes)``
+#: ``id(trans)`` -> ``(trans, its rows)``, and ``(trans, its read classes)`` (see ``memo.kept_by_id``)
 _ROWS: dict[int, tuple[list[dict[int, int]], "Rows"]] = {}
 _READS: dict[int, tuple[list[dict[int, int]], tuple[array, list[frozenset[int]]]]] = {}
 
@@ -244,17 +234,14 @@ def _packed(rows: Rows) -> tuple[array, bytes, array]:
 def _shared_packed(rows: Rows) -> tuple[bytes, bytes, bytes]:
     """:func:`_packed`, made once per rows object: the union of a grammar's terminals (1,669
     states for a SQL database) is the second automaton of every token's product."""
-    got = _PACKED.get(id(rows))
-    if got is None or got[0] is not rows:
-        if len(_PACKED) > 16:
-            _PACKED.clear()
+    def made(rows: Rows) -> tuple[bytes, bytes, bytes]:
         offsets, masks, targets = _packed(rows)
         # all bytes: immutable, so the kernel checks them once, not once per token
-        got = _PACKED[id(rows)] = (rows, (offsets.tobytes(), masks, targets.tobytes()))
-    return got[1]
+        return offsets.tobytes(), masks, targets.tobytes()
+    return kept_by_id(_PACKED, rows, made, 16)
 
 
-#: ``id(rows)`` -> ``(rows, packed)``: the entry holds ``rows``, so its id is not reused.
+#: ``id(rows)`` -> ``(rows, packed)`` (:func:`~structgen.core.memo.kept_by_id`)
 _PACKED: dict[int, tuple[Rows, tuple[bytes, bytes, bytes]]] = {}
 
 

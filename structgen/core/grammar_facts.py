@@ -26,6 +26,7 @@ from typing import Any
 
 from structgen.core.dfa_kernel import kernel, kernel_available
 from structgen.core.liveness import blame, liveness
+from structgen.core.memo import kept_by_id
 from structgen.errors import CompileError, EmptyLanguageError
 
 #: a :class:`~structgen.core.automaton.RuleAutomaton` (that module imports this one)
@@ -168,15 +169,11 @@ def packed_rows(trans: list[dict[int, int]]) -> bytes:
     bytes and targets), made once per rows object: a rule's automaton is cached and shared by
     every grammar that has the rule, and reading its dicts again was most of
     :func:`first_and_follow` (2 ms of a SQL compile, whose name tokens are ~1,000 states)."""
-    got = _PACKED_ROWS.get(id(trans))
-    if got is None or got[0] is not trans:
-        if len(_PACKED_ROWS) > 2048:  # about what the rule cache keeps (it holds the rows too)
-            _PACKED_ROWS.clear()
-        got = _PACKED_ROWS[id(trans)] = (trans, kernel.rows_read(trans))
-    return got[1]
+    # about as many as the rule cache keeps (it holds the rows too)
+    return kept_by_id(_PACKED_ROWS, trans, kernel.rows_read, 2048)
 
 
-#: ``id(trans)`` -> ``(trans, packed)``: the entry holds ``trans``, so its id is not reused.
+#: ``id(trans)`` -> ``(trans, packed)`` (:func:`~structgen.core.memo.kept_by_id`)
 _PACKED_ROWS: dict[int, tuple[list[dict[int, int]], bytes]] = {}
 
 

@@ -27,9 +27,9 @@ Example
 
 from __future__ import annotations
 
-from typing import Generic, Hashable, TypeVar
+from typing import Any, Callable, Generic, Hashable, TypeVar
 
-__all__ = ["Recent"]
+__all__ = ["Recent", "kept_by_id"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -65,3 +65,20 @@ class Recent(Generic[K, V]):
 
     def clear(self) -> None:
         self.young, self.old = {}, {}
+
+
+def kept_by_id(table: dict, obj: Any, make: Callable[[Any], V], most: int) -> V:
+    """``make(obj)``, kept in ``table`` by ``id(obj)`` for an object that never changes and
+    has no cheap hash (a DFA's rows: lists of dicts). The entry holds ``obj``, so its id is not
+    reused while it is there; past ``most`` entries the table starts again empty.
+
+    >>> table, rows = {}, [{97: 1}]
+    >>> kept_by_id(table, rows, len, 8), kept_by_id(table, rows, lambda r: 0 / 0, 8)
+    (1, 1)
+    """
+    got = table.get(id(obj))
+    if got is None or got[0] is not obj:
+        if len(table) > most:
+            table.clear()
+        got = table[id(obj)] = (obj, make(obj))
+    return got[1]
