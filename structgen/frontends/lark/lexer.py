@@ -41,9 +41,9 @@ from __future__ import annotations
 
 from array import array
 
-from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Dfa, Rows, as_fsm, dfa_of, explore, fsm_of_rows,
-                                grouped, minimize, minimize_rows, rows_of, shared_grouped, shared_read_classes,
-                                split_fsms, trim, trim_rows)
+from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows, mask_of,
+                                minimize, minimize_rows, rows_of, shared_grouped, shared_read_classes, split_fsms,
+                                trim, trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -71,33 +71,61 @@ def _token(term: tuple[Rows, list[bool]], union_rows: Rows, union_class: array,
                                                      "a lexer token")}
 
 
-def _ignored_run(ignore: Dfa, union: Dfa) -> dict[frozenset[int], Expr]:
+def _ignored_run(ignore: tuple[Rows, list[bool]], union_rows: Rows, union_class: array,
+                 classes: list[frozenset[int]]) -> dict[frozenset[int], Expr]:
     """One or more ignored pieces, each ending only before a byte it cannot read on (the lexer
-    rule inside the run), split by what the last piece forbids next."""
-    gt, ga = ignore
-    ut, _ = union
+    rule inside the run), split by what the last piece forbids next.
 
-    def step(threads):  # a thread: (piece state, union state) or ("gap", forbidden)
-        moves: dict[int, set] = {}
-        for th in threads:
-            if th[0] == "gap":
-                for b, g in gt[0].items():
-                    if b not in th[1] and b in ut[0]:
-                        moves.setdefault(b, set()).add((g, ut[0][b]))
-            else:
-                g, u = th
-                for b, g2 in gt[g].items():
-                    if b in ut[u]:
-                        moves.setdefault(b, set()).add((g2, ut[u][b]))
+    A state is a set of threads: ``(piece state, union state)`` inside a piece, or ``(-1, c)``,
+    a gap after a piece that forbids the bytes ``classes[c]`` (``c = -1``: the start, nothing
+    forbidden). Explored on grouped rows, a block comment's ~250 bytes are one or two masks."""
+    rows, accept = ignore
+    forbids = [mask_of(c) for c in classes]
+    every = (1 << 256) - 1
+
+    def step(threads):
+        pieces = []  # (bytes as a mask, the thread they lead to)
+        for g, u in threads:
+            allowed = every
+            if g < 0:  # a gap: the next piece starts, on a byte the last one does not forbid
+                allowed = every if u < 0 else every & ~forbids[u]
+                g = u = 0
+            for mg, g2 in rows[g]:
+                for mu, u2 in union_rows[u]:
+                    if mg & mu & allowed:
+                        pieces.append((mg & mu & allowed, (g2, u2)))
+        for m, nxt in _partition(pieces):
+            yield m, frozenset(nxt | {(-1, union_class[u]) for g, u in nxt if accept[g]})
+
+    start = frozenset({(-1, -1)})
+    grouped_rows, order = explore_rows(start, step, DEFAULT_STATE_LIMIT, "ignored text")
+    return _split_by_exit(grouped_rows, order, lambda threads: [classes[c] for g, c in threads if g < 0]
+                          if threads != start else [])
+
+
+def _partition(pieces: list[tuple[int, object]]) -> list[tuple[int, set]]:
+    """The bytes of ``pieces`` (``(mask, item)``) split where the same items cover them: each
+    part's mask with its items.
+
+    >>> sorted((m, sorted(s)) for m, s in _partition([(0b011, "a"), (0b110, "b")]))
+    [(1, ['a']), (2, ['a', 'b']), (4, ['b'])]
+    """
+    parts: list[tuple[int, set]] = []
+    for m, item in pieces:
         out = []
-        for b, nxt in moves.items():
-            gaps = {("gap", frozenset(ut[u])) for g, u in nxt if ga[g]}
-            out.append((b, frozenset(nxt | gaps)))
-        return out
-
-    trans, order = explore(frozenset({("gap", frozenset())}), step, DEFAULT_STATE_LIMIT, "ignored text")
-    return _split_by_exit(grouped(trans), order, lambda threads: [th[1] for th in threads if th[0] == "gap"]
-                          if threads != order[0] else [])
+        for pm, items in parts:
+            both = pm & m
+            if both:
+                out.append((both, items | {item}))
+                if pm & ~m:
+                    out.append((pm & ~m, items))
+                m &= ~pm
+            else:
+                out.append((pm, items))
+        if m:
+            out.append((m, {item}))
+        parts = out
+    return parts
 
 
 def _without_first(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
@@ -131,8 +159,8 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
     union_rows = shared_grouped(union[0])
     union_class, classes = shared_read_classes(union[0])  # each distinct set of bytes the union reads
-    runs = sorted(_ignored_run(dfa_of(ignore, charged=False), union).items(), key=lambda kv: sorted(kv[0])) \
-        if ignore is not None else []
+    runs = sorted(_ignored_run(rows_of(ignore, charged=False), union_rows, union_class, classes).items(),
+                  key=lambda kv: sorted(kv[0])) if ignore is not None else []
     lookahead: list[tuple[str, frozenset[int]]] = []
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
