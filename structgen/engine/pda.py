@@ -27,8 +27,15 @@ memo tables here are filled by whoever needs an entry first. A memo entry is a p
 its key, so two threads filling it store equal values and either is right (a dict store is atomic
 under the GIL). What is not a plain store is guarded: interning appends to ``frames`` and
 records the id in one step under a lock (two threads must never get one id for two stacks, or
-two ids for one), and the set of closures in progress, which detects a rule that recurses
-without reading input, is kept per thread (another thread's closure in progress is no cycle).
+two ids for one; in C it runs no Python code between the lookup and the store, so the GIL is
+that lock), and the set of closures in progress, which detects a rule that recurses without
+reading input, is kept per thread (another thread's closure in progress is no cycle).
+
+In C: closures of plain frames (no counts, no unordered members), steps and interning run in
+``compiled_stacks.c`` where it is built, on these same tables and in the same order, so the
+stack ids are the ones the Python makes (``tests/test_stacks_kernel.py``). Guards, counted and
+unordered frames stay in Python, which calls back into C for the frames they push. A cold mask
+of the C-like grammar makes ~3,700 new stacks; in Python that was ~4 of its ~12 ms.
 
 Unordered rules (an object's members in any order) keep ``(written, got, count, state)``: the
 call of an item rule pushes a return frame that already counts the item (its slot written), and
@@ -39,13 +46,30 @@ can still finish and the sets of slots are explored only as far as the text goes
 
 from __future__ import annotations
 
+import os
 import threading
+from functools import partial
 
 from structgen.core.automaton import GrammarAutomaton
 from structgen.core.depth import recursion_room
 from structgen.errors import CompileError
 
-__all__ = ["ACCEPT", "ESCAPE", "GUARD", "StackMachine"]
+try:
+    from structgen.engine import compiled_stacks as _kernel  # type: ignore[attr-defined]
+except ImportError:  # not built: no C compiler at install
+    _kernel = None
+
+__all__ = ["ACCEPT", "ESCAPE", "GUARD", "StackMachine", "stacks_kernel_available"]
+
+#: The ``compiled_stacks.c`` this module speaks to (``STACKS_VERSION`` there).
+STACKS_KERNEL_VERSION = 1
+
+
+def stacks_kernel_available() -> bool:
+    """Whether closures of plain frames and interning run in C (``compiled_stacks.c``, built by
+    pip at install; ``STRUCTGEN_STACKS_KERNEL=0`` turns it off): same stacks, same ids."""
+    return (_kernel is not None and getattr(_kernel, "VERSION", None) == STACKS_KERNEL_VERSION
+            and os.environ.get("STRUCTGEN_STACKS_KERNEL", "1") != "0")
 
 ACCEPT = 0
 ESCAPE = 1
@@ -83,10 +107,27 @@ class StackMachine:
         #: escape markers of isolated walks: ESCAPE, and guards on ESCAPE, with what they forbid
         self.escapes: dict[int, frozenset[int]] = {ESCAPE: frozenset()}
         self._entries = [self._entry_state(i) for i in range(len(self.rules))]
+        #: the closure of a frame not in the memo, inside a closure in progress (``_closure_py``)
+        self._closure_of = self._closure_py
+        self._closure_top = None  # the same from outside one, in C
+        if stacks_kernel_available():  # the same methods in C, on the same tables (compiled_stacks.c)
+            plain = [None if r.counted or r.unordered is not None else (r.trans, r.calls, r.accept, r.lookahead)
+                     for r in self.rules]
+            cls = type(self)
+            ctx = (self.frames, self._ids, self._closure, plain, self._entries, self.escapes,
+                   partial(self._in_room, self._closure_py), partial(self._in_room, self._closure_deep),
+                   self._step, self._step_set, cls.step.__get__(self), self._local)
+            self._closure_of = partial(_kernel.closure, ctx)
+            self._closure_top = partial(_kernel.closure_top, ctx)
+            self.intern = partial(_kernel.intern, ctx)  # type: ignore[method-assign]
+            self.step = partial(_kernel.step, ctx)  # type: ignore[method-assign]
+            self.step_set = partial(_kernel.step_set, ctx)  # type: ignore[method-assign]
 
     # -- stacks
 
     def intern(self, rule: int, state: object, parent: int) -> int:
+        """The id of stack ``(rule, state, parent)``, a new one the first time (in C where the
+        kernel is built: one step under the GIL, so this lock guards the Python way alone)."""
         key = (rule, state, parent)
         sid = self._ids.get(key)
         if sid is None:
@@ -139,20 +180,37 @@ class StackMachine:
         got = self._closure.get(sid)
         if got is not None:
             return got
-        # a call that starts with a call...: Python frames per call (1,000 chained grammar rules);
-        # the room is made once, by the outermost closure of this thread (not per nested call)
         local = self._local
         if getattr(local, "roomy", False):
             return self._closure_of(sid, local.busy)
+        if self._closure_top is not None:  # C: it makes the room only where Python recurses
+            return self._closure_top(sid)
+        return self._in_room(self._closure_of, sid, set())
+
+    def _in_room(self, run, sid: int, busy: set[int]) -> StackSet:
+        """``run(sid, busy)`` with room to recurse: a call that starts with a call... costs Python
+        frames per call (1,000 chained grammar rules), so the room is made once, by the outermost
+        closure of this thread (not per nested call); ``busy``: its closures in progress."""
+        local = self._local
+        if getattr(local, "roomy", False):
+            return run(sid, busy)
         with recursion_room():
             local.roomy = True
-            local.busy = set()  # this thread's closures in progress
+            local.busy = busy
             try:
-                return self._closure_of(sid, local.busy)
+                return run(sid, busy)
             finally:
                 local.roomy = False
 
-    def _closure_of(self, sid: int, busy: set[int]) -> StackSet:
+    def _closure_deep(self, sid: int, busy: set[int]) -> StackSet:
+        """:meth:`_closure_py` recursing in Python only: the C closure hands over frames past a
+        depth, so a chain of a thousand rules does not grow the C stack."""
+        return self._closure_py(sid, busy, self._closure_deep)
+
+    def _closure_py(self, sid: int, busy: set[int], rec=None) -> StackSet:
+        """The closure of stack ``sid`` (memoized), with ``busy`` this thread's closures in
+        progress; frames it pushes are closed by ``rec`` (default: :attr:`_closure_of`)."""
+        rec = rec or self._closure_of
         memo = self._closure
         got = memo.get(sid)
         if got is not None:
@@ -165,11 +223,11 @@ class StackMachine:
             rule_i, state, parent = self.frames[sid]
             out: set[int] = set()
             if rule_i == GUARD:
-                memo[sid] = result = self._guard_closure(sid, state, parent)  # type: ignore[arg-type]
+                memo[sid] = result = self._guard_closure(sid, state, parent, busy, rec)  # type: ignore[arg-type]
                 return result
             rule = self.rules[rule_i]
             if rule.unordered is not None:
-                result = self._unordered_closure(sid, rule, state, parent)  # type: ignore[arg-type]
+                result = self._unordered_closure(sid, rule, state, parent, busy, rec)  # type: ignore[arg-type]
                 memo[sid] = result
                 return result
             intern, entries = self.intern, self._entries
@@ -177,17 +235,17 @@ class StackMachine:
                 count, q = state[0], state[1]  # type: ignore[index]
                 if rule.accept[q]:  # a called rule returned and completed the item
                     cap = rule.max if rule.max is not None else rule.min
-                    out |= self._closure_of(intern(rule_i, (min(count + 1, cap), 0), parent), busy)
+                    out |= rec(intern(rule_i, (min(count + 1, cap), 0), parent), busy)
                 else:
                     if q != 0 or rule.max is None or count < rule.max:
                         if rule.trans[q]:
                             out.add(sid)
                         for callee, ret in rule.calls[q]:
                             ret_sid = intern(rule_i, (count, ret), parent)
-                            out |= self._closure_of(intern(callee, entries[callee], ret_sid), busy)
+                            out |= rec(intern(callee, entries[callee], ret_sid), busy)
                     if q == 0 and count >= rule.min and not (
                             rule.guard is not None and rule.guard.blocks_end(state[2])):  # type: ignore[index]
-                        out |= self._closure_of(parent, busy)
+                        out |= rec(parent, busy)
             else:  # the common case: one call after another, each a memo hit or a closure of its own
                 q = state  # type: ignore[assignment]
                 if rule.trans[q]:
@@ -195,18 +253,18 @@ class StackMachine:
                 for callee, ret in rule.calls[q]:
                     called = intern(callee, entries[callee], intern(rule_i, ret, parent))
                     got = memo.get(called)
-                    out |= got if got is not None else self._closure_of(called, busy)
+                    out |= got if got is not None else rec(called, busy)
                 if rule.accept[q]:
                     after = parent if rule.lookahead is None else self.guard(rule.lookahead, parent)
                     got = memo.get(after)
-                    out |= got if got is not None else self._closure_of(after, busy)
+                    out |= got if got is not None else rec(after, busy)
             result = frozenset(out)
         finally:
             busy.discard(sid)
         memo[sid] = result
         return result
 
-    def _unordered_closure(self, sid: int, rule, state: tuple, parent: int) -> StackSet:
+    def _unordered_closure(self, sid: int, rule, state: tuple, parent: int, busy: set[int], rec) -> StackSet:
         written, got, count, q = state
         u = rule.unordered
         slots = u.slots
@@ -222,15 +280,15 @@ class StackMachine:
                 if not self._unordered_alive(u, ret, state):
                     continue  # whitespace before a separator when no item may come: a dead end
                 ret_sid = self.intern(rule_i, (written, got, count, ret), parent)
-                out |= self.closure(self.intern(callee, self._entries[callee], ret_sid))
+                out |= rec(self.intern(callee, self._entries[callee], ret_sid), busy)
                 continue
             for k in items:
                 nxt = slots.after(k, written, got, count)
                 if nxt is not None:
                     ret_sid = self.intern(rule_i, (*nxt, ret), parent)
-                    out |= self.closure(self.intern(callee, self._entries[callee], ret_sid))
+                    out |= rec(self.intern(callee, self._entries[callee], ret_sid), busy)
         if rule.accept[q] and slots.can_end(written, got, count):
-            out |= self.closure(parent)
+            out |= rec(parent, busy)
         return frozenset(out)
 
     @staticmethod
@@ -239,10 +297,10 @@ class StackMachine:
         while some item may come)."""
         return not u.must_add[t] or u.slots.can_add(state[0], state[1], state[2])
 
-    def _guard_closure(self, sid: int, forbidden: frozenset[int], parent: int) -> StackSet:
+    def _guard_closure(self, sid: int, forbidden: frozenset[int], parent: int, busy: set[int], rec) -> StackSet:
         if parent == ESCAPE:
             return frozenset((sid,))
-        below = self.closure(parent)
+        below = rec(parent, busy)
         out: set[int] = set()
         for x in below:
             if x == ACCEPT:

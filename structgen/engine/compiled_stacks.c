@@ -1,0 +1,423 @@
+/* Closures of plain rule frames and stack interning for structgen/engine/pda.py, in C.
+
+Why: a cold parse position steps new stacks, and each new stack is interned and closed (its
+calls pushed, its completed rule popped). In Python that costs a few microseconds a stack, and
+a cold mask of the C-like grammar makes ~3,700 of them (an expression's chain of precedence
+rules pushed again under each new parent). This is the same algorithm on the same Python
+objects (pda.py's frames list, id dict and closure memo), without the interpreter between.
+
+What it does not do: frames of counted and unordered rules and guard frames are closed by the
+Python code (``slow``, pda.py's ``_closure_py``), which calls back here for the plain frames
+it pushes. Past ``DEEP`` closures in progress in this thread, the C code hands the frame to
+``deep`` (the same Python, recursing in Python only), so a chain of a thousand rules uses no
+more C stack than ``DEEP`` frames.
+
+Threads: every call runs under the GIL and calls no Python code while it interns (the keys are
+tuples of ints, tuples and frozensets, whose hashing and comparison run no Python code), so a
+lookup and the store of a new stack are one step for other threads; pda.py then interns only
+through here (its lock guards the Python fallback alone).
+
+Context: a tuple, made once per machine by pda.py:
+    (frames, ids, closures, plain, entries, escapes, slow, deep, steps, step_sets, slow_step, local)
+    frames    list of (rule, state, parent) tuples, indexed by stack id
+    ids       dict (rule, state, parent) -> stack id
+    closures  dict stack id -> frozenset (the memo; ACCEPT and ESCAPE preset)
+    plain     list per rule: (trans, calls, accept, lookahead) for a plain rule, else None
+              (trans: list of dicts; calls: list of tuples (or lists) of (callee, return state);
+              accept: list of bools; lookahead: frozenset or None), as automaton.RuleAutomaton has them
+    entries   list per rule: its entry state
+    escapes   dict stack id -> forbidden bytes, for guards on the escape (recorded at intern)
+    slow      callable (sid, busy) -> frozenset: pda.py's closure of any frame, in Python
+    deep      the same, recursing in Python only
+    steps     dict sid * 256 + byte -> frozenset (the step memo)
+    step_sets list of 256 dicts, frozenset -> frozenset (the memo of sets stepped by a byte)
+    slow_step callable (sid, byte) -> frozenset: pda.py's step of any frame, in Python
+    local     the machine's threading.local: ``roomy`` while a closure is in progress in this
+              thread, ``busy`` the closures in progress
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define STACKS_VERSION 1
+#define ESCAPE 1
+#define GUARD (-2)
+/* closures in progress in one thread beyond which the C code recurses no further */
+#define DEEP 200
+
+typedef struct {
+    PyObject *frames, *ids, *closures, *plain, *entries, *escapes, *slow, *deep;
+    PyObject *steps, *step_sets, *slow_step, *local;
+} Ctx;
+
+static int ctx_open(PyObject *t, Ctx *c) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 12) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: the context is a 12-tuple");
+        return -1;
+    }
+    c->frames = PyTuple_GET_ITEM(t, 0);
+    c->ids = PyTuple_GET_ITEM(t, 1);
+    c->closures = PyTuple_GET_ITEM(t, 2);
+    c->plain = PyTuple_GET_ITEM(t, 3);
+    c->entries = PyTuple_GET_ITEM(t, 4);
+    c->escapes = PyTuple_GET_ITEM(t, 5);
+    c->slow = PyTuple_GET_ITEM(t, 6);
+    c->deep = PyTuple_GET_ITEM(t, 7);
+    c->steps = PyTuple_GET_ITEM(t, 8);
+    c->step_sets = PyTuple_GET_ITEM(t, 9);
+    c->slow_step = PyTuple_GET_ITEM(t, 10);
+    c->local = PyTuple_GET_ITEM(t, 11);
+    if (!PyList_Check(c->frames) || !PyDict_Check(c->ids) || !PyDict_Check(c->closures) ||
+        !PyList_Check(c->plain) || !PyList_Check(c->entries) || !PyDict_Check(c->escapes) ||
+        !PyDict_Check(c->steps) || !PyList_Check(c->step_sets) || PyList_GET_SIZE(c->step_sets) != 256) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a context field has the wrong type");
+        return -1;
+    }
+    return 0;
+}
+
+/* The id of stack (rule, state, parent), interned when new; -1 on error. */
+static Py_ssize_t intern_stack(Ctx *c, PyObject *rule, PyObject *state, PyObject *parent) {
+    PyObject *key = PyTuple_Pack(3, rule, state, parent);
+    if (!key) return -1;
+    PyObject *got = PyDict_GetItemWithError(c->ids, key); /* borrowed */
+    Py_ssize_t sid;
+    if (got) {
+        sid = PyLong_AsSsize_t(got);
+        Py_DECREF(key);
+        return sid;
+    }
+    if (PyErr_Occurred()) goto fail;
+    sid = PyList_GET_SIZE(c->frames);
+    PyObject *id = PyLong_FromSsize_t(sid);
+    if (!id) goto fail;
+    /* as pda.py: the frame first, then the escape, then the id is published */
+    if (PyList_Append(c->frames, key) < 0) goto fail_id;
+    if (PyLong_AsLong(rule) == GUARD && PyLong_AsSsize_t(parent) == ESCAPE &&
+        PyDict_SetItem(c->escapes, id, state) < 0)
+        goto fail_id;
+    if (PyDict_SetItem(c->ids, key, id) < 0) goto fail_id;
+    Py_DECREF(id);
+    Py_DECREF(key);
+    return sid;
+fail_id:
+    Py_DECREF(id);
+fail:
+    Py_DECREF(key);
+    return -1;
+}
+
+static PyObject *closure_of(Ctx *c, PyObject *sid, PyObject *busy);
+
+/* out |= closure of stack ``sid``; -1 on error. */
+static int add_closure(Ctx *c, PyObject *out, Py_ssize_t sid, PyObject *busy) {
+    PyObject *id = PyLong_FromSsize_t(sid);
+    if (!id) return -1;
+    PyObject *got = closure_of(c, id, busy);
+    Py_DECREF(id);
+    if (!got) return -1;
+    PyObject *same = PyNumber_InPlaceOr(out, got); /* set |= frozenset: out, updated in place */
+    Py_DECREF(got);
+    if (!same) return -1;
+    Py_DECREF(same);
+    return 0;
+}
+
+/* New reference to the closure of stack ``sid`` (a frozenset); NULL on error. */
+static PyObject *closure_of(Ctx *c, PyObject *sid, PyObject *busy) {
+    PyObject *got = PyDict_GetItemWithError(c->closures, sid);
+    if (got) return Py_NewRef(got);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t i = PyLong_AsSsize_t(sid);
+    if (i < 0 || i >= PyList_GET_SIZE(c->frames)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such stack");
+        return NULL;
+    }
+    PyObject *frame = PyList_GET_ITEM(c->frames, i);
+    if (!PyTuple_Check(frame) || PyTuple_GET_SIZE(frame) != 3) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a frame is a (rule, state, parent) tuple");
+        return NULL;
+    }
+    PyObject *rule = PyTuple_GET_ITEM(frame, 0), *state = PyTuple_GET_ITEM(frame, 1);
+    PyObject *parent = PyTuple_GET_ITEM(frame, 2);
+    long r = PyLong_AsLong(rule);
+    PyObject *info = r >= 0 && r < PyList_GET_SIZE(c->plain) ? PyList_GET_ITEM(c->plain, r) : Py_None;
+    int in_busy = PySet_Contains(busy, sid);
+    if (in_busy < 0) return NULL;
+    if (info == Py_None || in_busy) /* not plain; or a cycle, which the Python code reports */
+        return PyObject_CallFunctionObjArgs(c->slow, sid, busy, NULL);
+    if (PySet_GET_SIZE(busy) >= DEEP)
+        return PyObject_CallFunctionObjArgs(c->deep, sid, busy, NULL);
+
+    if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 4) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a plain rule is (trans, calls, accept, lookahead)");
+        return NULL;
+    }
+    PyObject *trans = PyTuple_GET_ITEM(info, 0), *calls = PyTuple_GET_ITEM(info, 1);
+    PyObject *accept = PyTuple_GET_ITEM(info, 2), *lookahead = PyTuple_GET_ITEM(info, 3);
+    if (!PyList_Check(trans) || !PyList_Check(calls) || !PyList_Check(accept)) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a rule's trans, calls and accept are lists");
+        return NULL;
+    }
+    Py_ssize_t q = PyLong_Check(state) ? PyLong_AsSsize_t(state) : -1;
+    if (q < 0 || q >= PyList_GET_SIZE(trans) || q >= PyList_GET_SIZE(calls) || q >= PyList_GET_SIZE(accept) ||
+        !PyDict_Check(PyList_GET_ITEM(trans, q)) ||
+        !(PyTuple_Check(PyList_GET_ITEM(calls, q)) || PyList_Check(PyList_GET_ITEM(calls, q)))) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such state");
+        return NULL;
+    }
+    PyObject *out = PySet_New(NULL), *result = NULL;
+    if (!out) return NULL;
+    if (PySet_Add(busy, sid) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(PyList_GET_ITEM(trans, q)) && PySet_Add(out, sid) < 0) goto done;
+    PyObject *row = PyList_GET_ITEM(calls, q);
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(row); k++) { /* a tuple or a list */
+        PyObject *call = PySequence_Fast_GET_ITEM(row, k);
+        if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {
+            PyErr_SetString(PyExc_TypeError, "compiled_stacks: a call is a (callee, return state) tuple");
+            goto done;
+        }
+        PyObject *callee = PyTuple_GET_ITEM(call, 0), *ret = PyTuple_GET_ITEM(call, 1);
+        Py_ssize_t back = intern_stack(c, rule, ret, parent);
+        if (back < 0) goto done;
+        PyObject *back_id = PyLong_FromSsize_t(back);
+        if (!back_id) goto done;
+        Py_ssize_t e = PyLong_AsSsize_t(callee);
+        Py_ssize_t called = e >= 0 && e < PyList_GET_SIZE(c->entries)
+            ? intern_stack(c, callee, PyList_GET_ITEM(c->entries, e), back_id) : -1;
+        Py_DECREF(back_id);
+        if (called < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such rule");
+            goto done;
+        }
+        if (add_closure(c, out, called, busy) < 0) goto done;
+    }
+    int done_rule = PyObject_IsTrue(PyList_GET_ITEM(accept, q));
+    if (done_rule < 0) goto done;
+    if (done_rule) {
+        Py_ssize_t after;
+        if (lookahead == Py_None) {
+            after = PyLong_AsSsize_t(parent);
+        } else {
+            PyObject *guard = PyLong_FromLong(GUARD);
+            if (!guard) goto done;
+            after = intern_stack(c, guard, lookahead, parent);
+            Py_DECREF(guard);
+        }
+        if (after < 0 || add_closure(c, out, after, busy) < 0) goto done;
+    }
+    result = PyFrozenSet_New(out);
+done:
+    Py_DECREF(out);
+    if (PySet_Discard(busy, sid) < 0) Py_CLEAR(result);
+    if (result && PyDict_SetItem(c->closures, sid, result) < 0) Py_CLEAR(result);
+    return result;
+}
+
+/* New reference to the closure of stack ``sid`` from outside a closure in progress, as pda.py's
+   ``closure``: this thread's closures in progress are ``local.busy`` while one is (roomy), else
+   none yet. */
+static PyObject *closure_top(Ctx *c, PyObject *sid) {
+    PyObject *got = PyDict_GetItemWithError(c->closures, sid);
+    if (got) return Py_NewRef(got);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *roomy = PyObject_GetAttrString(c->local, "roomy");
+    PyObject *busy = NULL;
+    if (!roomy) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear();
+    }
+    int in_room = roomy ? PyObject_IsTrue(roomy) : 0;
+    Py_XDECREF(roomy);
+    if (in_room < 0) return NULL;
+    busy = in_room ? PyObject_GetAttrString(c->local, "busy") : PySet_New(NULL);
+    if (!busy) return NULL;
+    if (!PySet_Check(busy)) {
+        Py_DECREF(busy);
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: busy is a set");
+        return NULL;
+    }
+    PyObject *out = closure_of(c, sid, busy);
+    Py_DECREF(busy);
+    return out;
+}
+
+static PyObject *EMPTY; /* frozenset(): a frame that cannot read the byte */
+
+/* New reference to the closed set after stack ``sid`` reads ``byte``, as pda.py's ``step``. */
+static PyObject *step_of(Ctx *c, Py_ssize_t sid, int byte) {
+    PyObject *key = PyLong_FromSsize_t(sid * 256 + byte);
+    if (!key) return NULL;
+    PyObject *got = PyDict_GetItemWithError(c->steps, key), *result = NULL;
+    if (got || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return got ? Py_NewRef(got) : NULL;
+    }
+    if (sid < 0 || sid >= PyList_GET_SIZE(c->frames)) {
+        PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such stack");
+        goto done;
+    }
+    PyObject *frame = PyList_GET_ITEM(c->frames, sid);
+    if (!PyTuple_Check(frame) || PyTuple_GET_SIZE(frame) != 3) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a frame is a (rule, state, parent) tuple");
+        goto done;
+    }
+    PyObject *rule = PyTuple_GET_ITEM(frame, 0), *state = PyTuple_GET_ITEM(frame, 1);
+    long r = PyLong_AsLong(rule);
+    PyObject *info = r >= 0 && r < PyList_GET_SIZE(c->plain) ? PyList_GET_ITEM(c->plain, r) : Py_None;
+    if (info == Py_None) { /* guards, counted and unordered rules, the markers: Python (which stores) */
+        PyObject *id = PyLong_FromSsize_t(sid);
+        if (id) result = PyObject_CallFunction(c->slow_step, "Oi", id, byte);
+        Py_XDECREF(id);
+        Py_DECREF(key);
+        return result;
+    }
+    if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 4 || !PyList_Check(PyTuple_GET_ITEM(info, 0))) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a plain rule is (trans, calls, accept, lookahead)");
+        goto done;
+    }
+    PyObject *trans = PyTuple_GET_ITEM(info, 0);
+    Py_ssize_t q = PyLong_Check(state) ? PyLong_AsSsize_t(state) : -1;
+    if (q < 0 || q >= PyList_GET_SIZE(trans) || !PyDict_Check(PyList_GET_ITEM(trans, q))) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such state");
+        goto done;
+    }
+    PyObject *b = PyLong_FromLong(byte);
+    if (!b) goto done;
+    PyObject *t = PyDict_GetItemWithError(PyList_GET_ITEM(trans, q), b);
+    Py_DECREF(b);
+    if (!t) {
+        if (PyErr_Occurred()) goto done;
+        result = Py_NewRef(EMPTY);
+    } else {
+        Py_ssize_t next = intern_stack(c, rule, t, PyTuple_GET_ITEM(frame, 2));
+        PyObject *id = next < 0 ? NULL : PyLong_FromSsize_t(next);
+        if (!id) goto done;
+        result = closure_top(c, id);
+        Py_DECREF(id);
+    }
+    if (result && PyDict_SetItem(c->steps, key, result) < 0) Py_CLEAR(result);
+done:
+    Py_DECREF(key);
+    return result;
+}
+
+/* New reference to the closed set after the stacks of frozenset ``stacks`` read ``byte``. */
+static PyObject *step_set_of(Ctx *c, PyObject *stacks, int byte) {
+    PyObject *memo = PyList_GET_ITEM(c->step_sets, byte);
+    if (!PyDict_Check(memo)) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a step set memo is a dict");
+        return NULL;
+    }
+    PyObject *got = PyDict_GetItemWithError(memo, stacks);
+    if (got) return Py_NewRef(got);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *it = PyObject_GetIter(stacks), *x, *acc = NULL, *result = NULL;
+    if (!it) return NULL;
+    Py_ssize_t n = PySet_GET_SIZE(stacks);
+    if (n != 1 && !(acc = PySet_New(NULL))) goto done;
+    while ((x = PyIter_Next(it))) {
+        Py_ssize_t sid = PyLong_AsSsize_t(x);
+        Py_DECREF(x);
+        if (sid == -1 && PyErr_Occurred()) goto done;
+        PyObject *one = step_of(c, sid, byte);
+        if (!one) goto done;
+        if (n == 1) {
+            result = one;
+            break;
+        }
+        PyObject *same = PyNumber_InPlaceOr(acc, one);
+        Py_DECREF(one);
+        if (!same) goto done;
+        Py_DECREF(same);
+    }
+    if (PyErr_Occurred()) {
+        Py_CLEAR(result);
+        goto done;
+    }
+    if (!result) result = acc ? PyFrozenSet_New(acc) : Py_NewRef(EMPTY);
+    if (result && PyDict_SetItem(memo, stacks, result) < 0) Py_CLEAR(result);
+done:
+    Py_DECREF(it);
+    Py_XDECREF(acc);
+    return result;
+}
+
+static PyObject *py_closure_top(PyObject *self, PyObject *args) {
+    PyObject *ctx, *sid;
+    Ctx c;
+    if (!PyArg_ParseTuple(args, "OO!", &ctx, &PyLong_Type, &sid)) return NULL;
+    if (ctx_open(ctx, &c) < 0) return NULL;
+    return closure_top(&c, sid);
+}
+
+static PyObject *py_step(PyObject *self, PyObject *args) {
+    PyObject *ctx;
+    Py_ssize_t sid;
+    int byte;
+    Ctx c;
+    if (!PyArg_ParseTuple(args, "Oni", &ctx, &sid, &byte)) return NULL;
+    if (byte < 0 || byte > 255) {
+        PyErr_SetString(PyExc_ValueError, "compiled_stacks: a byte is 0 to 255");
+        return NULL;
+    }
+    if (ctx_open(ctx, &c) < 0) return NULL;
+    return step_of(&c, sid, byte);
+}
+
+static PyObject *py_step_set(PyObject *self, PyObject *args) {
+    PyObject *ctx, *stacks;
+    int byte;
+    Ctx c;
+    if (!PyArg_ParseTuple(args, "OO!i", &ctx, &PyFrozenSet_Type, &stacks, &byte)) return NULL;
+    if (byte < 0 || byte > 255) {
+        PyErr_SetString(PyExc_ValueError, "compiled_stacks: a byte is 0 to 255");
+        return NULL;
+    }
+    if (ctx_open(ctx, &c) < 0) return NULL;
+    return step_set_of(&c, stacks, byte);
+}
+
+static PyObject *py_closure(PyObject *self, PyObject *args) {
+    PyObject *ctx, *sid, *busy;
+    Ctx c;
+    if (!PyArg_ParseTuple(args, "OO!O!", &ctx, &PyLong_Type, &sid, &PySet_Type, &busy)) return NULL;
+    if (ctx_open(ctx, &c) < 0) return NULL;
+    return closure_of(&c, sid, busy);
+}
+
+static PyObject *py_intern(PyObject *self, PyObject *args) {
+    PyObject *ctx, *rule, *state, *parent;
+    Ctx c;
+    if (!PyArg_ParseTuple(args, "OO!OO!", &ctx, &PyLong_Type, &rule, &state, &PyLong_Type, &parent)) return NULL;
+    if (ctx_open(ctx, &c) < 0) return NULL;
+    Py_ssize_t sid = intern_stack(&c, rule, state, parent);
+    return sid < 0 ? NULL : PyLong_FromSsize_t(sid);
+}
+
+static PyMethodDef methods[] = {
+    {"closure", py_closure, METH_VARARGS,
+     "closure(ctx, sid, busy) -> frozenset: the closed set of stack sid (see the file's comment)"},
+    {"intern", py_intern, METH_VARARGS, "intern(ctx, rule, state, parent) -> the stack's id"},
+    {"closure_top", py_closure_top, METH_VARARGS,
+     "closure_top(ctx, sid) -> frozenset: as closure, from outside a closure in progress"},
+    {"step", py_step, METH_VARARGS, "step(ctx, sid, byte) -> frozenset: the closed set after sid reads byte"},
+    {"step_set", py_step_set, METH_VARARGS,
+     "step_set(ctx, stacks, byte) -> frozenset: the closed set after the frozenset stacks read byte"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "compiled_stacks", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_compiled_stacks(void) {
+    EMPTY = PyFrozenSet_New(NULL);
+    if (!EMPTY) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "VERSION", STACKS_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

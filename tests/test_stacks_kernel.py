@@ -1,0 +1,138 @@
+"""The C closures and steps of stacks (structgen/engine/compiled_stacks.c) against pda.py's Python.
+
+Both intern stacks in the same order, so the same walk must give the same stack ids, the same
+frames and the same sets with the kernel on and off, and the same masks. Compared on the
+bundled SQL grammar, a C-like grammar with line and block comments (guard frames, which the
+Python closes), JSON schemas with arrays and objects (counted and unordered rules: Python
+frames that call C for the plain frames they push), and a chain of rules deeper than the C
+code recurses (handed back to Python past that depth).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+import structgen
+from sql_data import pairs
+from structgen.engine.masks import MaskBuilder
+from structgen.engine.pda import ACCEPT, StackMachine, stacks_kernel_available
+from structgen.engine.vocab import vocabulary_for
+
+C_LIKE = r'''
+start: func+
+func: TYPE NAME "(" (param ("," param)*)? ")" block
+param: TYPE NAME
+block: "{" stmt* "}"
+stmt: TYPE NAME ("=" expr)? ";" | NAME "=" expr ";" | "return" expr ";" | "while" "(" expr ")" block
+expr: atom (OP atom)*
+atom: NAME | NUMBER | NAME "(" (expr ("," expr)*)? ")" | "(" expr ")"
+TYPE: "int" | "double" | "void"
+OP: "+" | "-" | "*" | "/" | "<" | "!=" | "=="
+NAME: /[a-zA-Z_][a-zA-Z0-9_]*/
+NUMBER: /[0-9]+(\.[0-9]+)?/
+%ignore /[ \t\n]+/
+%ignore /\/\/[^\n]*/
+%ignore /\/\*([^*]|\*+[^*\/])*\*+\//
+'''
+C_TEXT = ("int gcd(int a, int b) {\n  while (b != 0) { int t = b; /* swap */ b = a - t; }  // done\n"
+          "  return a;\n}\ndouble half(double x) { return x / 2.0; }\n")
+SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 12},
+    "tags": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+    "ok": {"type": "boolean"}, "note": {"type": ["string", "null"]}}, "required": ["name"]}
+SCHEMA_TEXT = '{"tags": [1, 22, 333], "name": "Ada", "ok": true}'
+#: rules called one from the next, no byte read: the closure of the start goes this deep
+CHAIN = 600
+
+
+def _cases(tokenizer):
+    query = next(p for p in pairs("defog") if "JOIN" in p.sql and "GROUP BY" in p.sql)
+    chain = "start: r0\n" + "".join(f"r{i}: r{i + 1}\n" for i in range(CHAIN)) + f'r{CHAIN}: "x" | "y" r0\n'
+    return {
+        "sql": (structgen.compile_sql(query.database, tokenizer).grammar, query.sql),
+        "c-like": (structgen.compile_grammar(C_LIKE, tokenizer), C_TEXT),
+        "json": (structgen.compile_json_schema(SCHEMA, tokenizer), SCHEMA_TEXT),
+        "chain": (structgen.compile_grammar(chain, tokenizer), "yyx"),
+    }
+
+
+def _machine(compiled, kernel: bool, monkeypatch) -> StackMachine:
+    monkeypatch.setenv("STRUCTGEN_STACKS_KERNEL", "1" if kernel else "0")
+    sm = StackMachine(compiled.automaton)  # the switch is read here
+    assert (sm._closure_top is not None) == kernel
+    return sm
+
+
+def _explore(sm: StackMachine, text: bytes, limit: int = 300) -> list:
+    """The sets met stepping ``text`` byte by byte, then by every byte they read, breadth first,
+    to ``limit`` sets, in the order met."""
+    s, met = sm.initial(), [sm.initial()]
+    for b in text:
+        s = sm.step_set(s, b)
+        met.append(s)
+    queue, seen = deque(met), set(met)
+    while queue and len(seen) < limit:
+        s = queue.popleft()
+        for b in sorted(sm.next_bytes(s)):
+            n = sm.step_set(s, b)
+            met.append(n)
+            if n not in seen:
+                seen.add(n)
+                queue.append(n)
+    return met
+
+
+def test_the_kernel_is_built():
+    # `make setup` builds it (pip, from pyproject's ext-modules); without it cold masks are slower
+    assert stacks_kernel_available(), "structgen/engine/compiled_stacks.c was not built: run make setup"
+
+
+@pytest.mark.parametrize("case", ["sql", "c-like", "json", "chain"])
+def test_the_c_stacks_are_the_python_stacks(request, monkeypatch, case):
+    tokenizer = request.getfixturevalue("smollm2_tokenizer")
+    compiled, text = _cases(tokenizer)[case]
+    rules = compiled.automaton.rules
+    if case == "json":  # the Python frames that call back into C are there
+        assert any(r.counted for r in rules) and any(r.unordered is not None for r in rules)
+    if case == "c-like":
+        assert any(r.lookahead for r in rules)  # guard frames
+    data = text.encode()
+    fast, slow = _machine(compiled, True, monkeypatch), _machine(compiled, False, monkeypatch)
+    met_fast, met_slow = _explore(fast, data), _explore(slow, data)
+    assert met_fast == met_slow
+    assert fast.frames == slow.frames and fast.escapes == slow.escapes
+    assert ACCEPT in fast.step_bytes(fast.initial(), data)
+    # the masks along the text, which step and close many more stacks (the crossing reads; not
+    # the same ones in both: the second builder finds the first one's state facts cached)
+    vocab = vocabulary_for(tokenizer)
+    masks = []
+    for sm in (fast, slow):
+        builder, s, out = MaskBuilder(sm, vocab), sm.initial(), []
+        for b in data:
+            out.append(builder.mask(s))
+            s = sm.step_set(s, b)
+        masks.append(out)
+    assert all(np.array_equal(a, b) for a, b in zip(*masks))
+
+
+def test_a_chain_deeper_than_the_c_recursion_closes_in_python(request, monkeypatch):
+    # past compiled_stacks.c's DEEP (200) closures in progress, the rest of the chain is closed
+    # in Python (no C stack per rule)
+    tokenizer = request.getfixturevalue("smollm2_tokenizer")
+    compiled, _ = _cases(tokenizer)["chain"]
+    handed: list[int] = []
+    python_deep = StackMachine._closure_deep
+
+    def deep(self, sid, busy):
+        handed.append(len(busy))
+        return python_deep(self, sid, busy)
+
+    monkeypatch.setattr(StackMachine, "_closure_deep", deep)
+    sm = _machine(compiled, True, monkeypatch)
+    start = sm.initial()  # the chain's two reading frames: the tokens "x" and "y" on top of it
+    assert len(start) == 2 and all(sm.depth(s) > CHAIN for s in start)
+    assert handed and min(handed) == 200
+    assert sm.next_bytes(start) == frozenset(b"xy")
