@@ -42,7 +42,7 @@ Context: a tuple, made once per machine by pda.py:
 #define ESCAPE 1
 #define GUARD (-2)
 /* closures in progress in one thread beyond which the C code recurses no further */
-#define DEEP 200
+#define DEEP 100
 
 typedef struct {
     PyObject *frames, *ids, *closures, *plain, *entries, *escapes, *slow, *deep;
