@@ -98,10 +98,10 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
 
     def escape(nxt: StackSet, i: int, d: int) -> StackSet:
         """Report the escape markers of ``nxt`` (reached at depth ``d`` under key ``i``) and drop them."""
-        found = [x for x in nxt if x in marks]
+        found = nxt.intersection(marks)  # by the markers, a few, not the stacks
         for x in found:
             on_escape(i, d, marks[x])  # type: ignore[misc]
-        return nxt - set(found)
+        return nxt - found
 
     def visit(s: StackSet, lo: int, hi: int, d: int) -> None:
         # keys[lo:hi] share their first d bytes; s is the state after them.

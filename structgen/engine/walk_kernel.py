@@ -129,7 +129,7 @@ class SetRows:
 
     def _escapes_apart(self, stacks: StackSet) -> tuple[StackSet, int]:
         """``stacks`` without its escape markers, and the code of those markers (0: none)."""
-        found = frozenset(x for x in stacks if x in self.sm.escapes)
+        found = stacks.intersection(self.sm.escapes)  # by the markers, a few, not the stacks, many
         return (stacks - found, self.code_of(found)) if found else (stacks, 0)
 
     def _entry(self, stacks: StackSet) -> int:
