@@ -17,28 +17,14 @@ import pytest
 
 import structgen
 from sql_data import pairs
+from test_walk_kernel import C_LIKE as WALK_C_LIKE, C_TEXT as WALK_C_TEXT
 from structgen.engine.masks import MaskBuilder
 from structgen.engine.pda import ACCEPT, StackMachine, stacks_kernel_available
 from structgen.engine.vocab import vocabulary_for
 
-C_LIKE = r'''
-start: func+
-func: TYPE NAME "(" (param ("," param)*)? ")" block
-param: TYPE NAME
-block: "{" stmt* "}"
-stmt: TYPE NAME ("=" expr)? ";" | NAME "=" expr ";" | "return" expr ";" | "while" "(" expr ")" block
-expr: atom (OP atom)*
-atom: NAME | NUMBER | NAME "(" (expr ("," expr)*)? ")" | "(" expr ")"
-TYPE: "int" | "double" | "void"
-OP: "+" | "-" | "*" | "/" | "<" | "!=" | "=="
-NAME: /[a-zA-Z_][a-zA-Z0-9_]*/
-NUMBER: /[0-9]+(\.[0-9]+)?/
-%ignore /[ \t\n]+/
-%ignore /\/\/[^\n]*/
-%ignore /\/\*([^*]|\*+[^*\/])*\*+\//
-'''
-C_TEXT = ("int gcd(int a, int b) {\n  while (b != 0) { int t = b; /* swap */ b = a - t; }  // done\n"
-          "  return a;\n}\ndouble half(double x) { return x / 2.0; }\n")
+#: test_walk_kernel.py's C-like grammar, with block comments too (a longer ignored run)
+C_LIKE = WALK_C_LIKE + r"%ignore /\/\*([^*]|\*+[^*\/])*\*+\//" + "\n"
+C_TEXT = WALK_C_TEXT.replace("int t = b;", "int t = b; /* swap */")
 SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 12},
     "tags": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
