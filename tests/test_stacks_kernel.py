@@ -18,7 +18,7 @@ import pytest
 import structgen
 from sql_data import pairs
 from test_walk_kernel import C_LIKE as WALK_C_LIKE, C_TEXT as WALK_C_TEXT
-from structgen.engine.masks import MaskBuilder
+from structgen.engine.masks import MaskBuilder, walk_keys
 from structgen.engine.pda import ACCEPT, StackMachine, stacks_kernel_available
 from structgen.engine.vocab import vocabulary_for
 
@@ -122,3 +122,32 @@ def test_a_chain_deeper_than_the_c_recursion_closes_in_python(request, monkeypat
     assert len(start) == 2 and all(sm.depth(s) > CHAIN for s in start)
     assert handed and min(handed) == 100
     assert sm.next_bytes(start) == frozenset(b"xy")
+
+
+@pytest.mark.parametrize("case", ["c-like", "json"])
+def test_the_c_key_walk_is_the_python_key_walk(request, monkeypatch, case):
+    # masks.walk_keys against compiled_stacks.c's walk_keys: the same keys read whole and the same
+    # escapes reported, from the sets along the text, over the whole token index (most nodes
+    # jump to the few bytes a set reads) and over the short remainder-like tails of tokens
+    # (every child visited), with escapes reported and without
+    tokenizer = request.getfixturevalue("smollm2_tokenizer")
+    compiled, text = _cases(tokenizer)[case]
+    sm = _machine(compiled, True, monkeypatch)
+    index = tuple(vocabulary_for(tokenizer).index.keys)[::3]  # sorted still
+    tails = tuple(sorted({k[len(k) // 2:] for k in index[::7]}))
+    # the isolated top frames of the sets along the text (their returns are escapes), as
+    # MaskBuilder._isolated_reads walks them, and the whole sets (no escapes)
+    sets = _explore(sm, text.encode(), limit=40)[::3]
+    alone = {sm.closure(sm.isolated(sid)) for s in sets for sid in s if sid > ACCEPT}
+    sets += sorted((s.difference(sm.escapes) for s in alone), key=sorted)[:25]
+    read = escapes = 0
+    for keys in (index, tails):
+        for s in sets:
+            found_c, found_py = set(), set()
+            got = sm.walk_keys_in_c(keys, s, lambda i, d, f: found_c.add((i, d, f)))
+            want = walk_keys(keys, s, sm.step_set, sm.next_bytes,
+                             on_escape=lambda i, d, f: found_py.add((i, d, f)), escapes=sm.escapes)
+            assert got == want and found_c == found_py
+            assert sm.walk_keys_in_c(keys, s, None) == walk_keys(keys, s, sm.step_set, sm.next_bytes)
+            read, escapes = read + len(got), escapes + len(found_c)
+    assert read and escapes  # both were compared on something

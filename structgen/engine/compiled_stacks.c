@@ -18,7 +18,8 @@ lookup and the store of a new stack are one step for other threads; pda.py then 
 through here (its lock guards the Python fallback alone).
 
 Context: a tuple, made once per machine by pda.py:
-    (frames, ids, closures, plain, entries, escapes, slow, deep, steps, step_sets, slow_step, local)
+    (frames, ids, closures, plain, entries, escapes, slow, deep, steps, step_sets, slow_step, local,
+     next_bytes, reads)
     frames    list of (rule, state, parent) tuples, indexed by stack id
     ids       dict (rule, state, parent) -> stack id
     closures  dict stack id -> frozenset (the memo; ACCEPT and ESCAPE preset)
@@ -34,6 +35,12 @@ Context: a tuple, made once per machine by pda.py:
     slow_step callable (sid, byte) -> frozenset: pda.py's step of any frame, in Python
     local     the machine's threading.local: ``roomy`` while a closure is in progress in this
               thread, ``busy`` the closures in progress
+    next_bytes dict frozenset -> frozenset of the bytes it reads (the memo)
+    reads     callable (frozenset) -> those bytes: pda.py's next_bytes, which fills the memo
+
+The trie walk of masks.py's ``walk_keys`` (the keys a set reads whole, escapes reported) is here
+too, for the short sorted key lists the crossing reads walk: each node costs a step (above)
+and a lookup of the bytes the set reads, so in Python the loop itself was half of the walk.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,12 +53,12 @@ Context: a tuple, made once per machine by pda.py:
 
 typedef struct {
     PyObject *frames, *ids, *closures, *plain, *entries, *escapes, *slow, *deep;
-    PyObject *steps, *step_sets, *slow_step, *local;
+    PyObject *steps, *step_sets, *slow_step, *local, *next_bytes, *reads;
 } Ctx;
 
 static int ctx_open(PyObject *t, Ctx *c) {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 12) {
-        PyErr_SetString(PyExc_TypeError, "compiled_stacks: the context is a 12-tuple");
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 14) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: the context is a 14-tuple");
         return -1;
     }
     c->frames = PyTuple_GET_ITEM(t, 0);
@@ -66,9 +73,12 @@ static int ctx_open(PyObject *t, Ctx *c) {
     c->step_sets = PyTuple_GET_ITEM(t, 9);
     c->slow_step = PyTuple_GET_ITEM(t, 10);
     c->local = PyTuple_GET_ITEM(t, 11);
+    c->next_bytes = PyTuple_GET_ITEM(t, 12);
+    c->reads = PyTuple_GET_ITEM(t, 13);
     if (!PyList_Check(c->frames) || !PyDict_Check(c->ids) || !PyDict_Check(c->closures) ||
         !PyList_Check(c->plain) || !PyList_Check(c->entries) || !PyDict_Check(c->escapes) ||
-        !PyDict_Check(c->steps) || !PyList_Check(c->step_sets) || PyList_GET_SIZE(c->step_sets) != 256) {
+        !PyDict_Check(c->steps) || !PyList_Check(c->step_sets) || PyList_GET_SIZE(c->step_sets) != 256 ||
+        !PyDict_Check(c->next_bytes)) {
         PyErr_SetString(PyExc_TypeError, "compiled_stacks: a context field has the wrong type");
         return -1;
     }
@@ -380,6 +390,258 @@ static PyObject *py_step_set(PyObject *self, PyObject *args) {
     return step_set_of(&c, stacks, byte);
 }
 
+/* ------------------------------------------------------------------ the trie walk of keys */
+
+typedef struct {
+    int b;
+    Py_ssize_t a, z; /* the child's keys: [a, z) */
+} Child;
+
+typedef struct {
+    Ctx *c;
+    PyObject *keys;      /* tuple of bytes, sorted */
+    PyObject *on_escape; /* callable (i, d, forbidden), or None: markers stay in the sets */
+    PyObject *out;       /* list of key indices read whole */
+    unsigned char *prefix; /* the node's bytes (a prefix of the longest key), shared by all levels */
+    Child *kids;         /* the children of every node on the path, each level's above its parent's */
+    Py_ssize_t nkids, cap;
+} KeyWalk;
+
+static int push_child(KeyWalk *w, int b, Py_ssize_t a, Py_ssize_t z) {
+    if (w->nkids == w->cap) {
+        Py_ssize_t cap = w->cap ? 2 * w->cap : 64;
+        Child *kids = PyMem_Realloc(w->kids, cap * sizeof(Child));
+        if (!kids) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->kids = kids;
+        w->cap = cap;
+    }
+    w->kids[w->nkids++] = (Child){b, a, z};
+    return 0;
+}
+
+static inline const unsigned char *key_of(KeyWalk *w, Py_ssize_t i, Py_ssize_t *n) {
+    PyObject *k = PyTuple_GET_ITEM(w->keys, i);
+    *n = PyBytes_GET_SIZE(k);
+    return (const unsigned char *)PyBytes_AS_STRING(k);
+}
+
+static inline int has_prefix(KeyWalk *w, Py_ssize_t i, const unsigned char *p, Py_ssize_t np) {
+    Py_ssize_t n;
+    const unsigned char *k = key_of(w, i, &n);
+    return n >= np && memcmp(k, p, np) == 0;
+}
+
+/* The first index in [lo, hi) whose key does not start with p (those that do come first). */
+static Py_ssize_t prefix_end(KeyWalk *w, const unsigned char *p, Py_ssize_t np, Py_ssize_t lo, Py_ssize_t hi) {
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (has_prefix(w, mid, p, np)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The first index in [lo, hi) whose key is >= p (bytes order), as bisect_left. */
+static Py_ssize_t lower_bound(KeyWalk *w, const unsigned char *p, Py_ssize_t np, Py_ssize_t lo, Py_ssize_t hi) {
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2, n;
+        const unsigned char *k = key_of(w, mid, &n);
+        int cmp = memcmp(k, p, n < np ? n : np);
+        if (cmp < 0 || (cmp == 0 && n < np)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The bytes set ``s`` reads, as 32 bytes of bits; -1 on error. */
+static int readable_bits(Ctx *c, PyObject *s, unsigned char bits[32]) {
+    PyObject *got = PyDict_GetItemWithError(c->next_bytes, s), *owned = NULL;
+    if (!got) {
+        if (PyErr_Occurred()) return -1;
+        got = owned = PyObject_CallOneArg(c->reads, s);
+        if (!got) return -1;
+    }
+    memset(bits, 0, 32);
+    PyObject *it = PyObject_GetIter(got), *x;
+    if (!it) {
+        Py_XDECREF(owned);
+        return -1;
+    }
+    while ((x = PyIter_Next(it))) {
+        long b = PyLong_AsLong(x);
+        Py_DECREF(x);
+        if (b < 0 || b > 255) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "compiled_stacks: a byte is 0 to 255");
+            break;
+        }
+        bits[b >> 3] |= (unsigned char)(1u << (b & 7));
+    }
+    Py_DECREF(it);
+    Py_XDECREF(owned);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static inline int bit(const unsigned char bits[32], int b) { return (bits[b >> 3] >> (b & 7)) & 1; }
+
+/* ``*s`` stepped into at key ``i``, depth ``d``: report its escape markers to on_escape and take
+   them out (a new reference replaces *s); -1 on error. */
+static int escaped(KeyWalk *w, PyObject **s, Py_ssize_t i, Py_ssize_t d) {
+    if (w->on_escape == Py_None) return 0;
+    PyObject *found = NULL, *x, *forbidden;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(w->c->escapes, &pos, &x, &forbidden)) { /* the markers: a few */
+        int in = PySet_Contains(*s, x);
+        if (in < 0) goto fail;
+        if (in) {
+            if (!found && !(found = PySet_New(NULL))) goto fail;
+            if (PySet_Add(found, x) < 0) goto fail;
+        }
+    }
+    if (!found) return 0;
+    PyObject *it = PyObject_GetIter(found);
+    if (!it) goto fail;
+    while ((x = PyIter_Next(it))) {
+        forbidden = PyDict_GetItemWithError(w->c->escapes, x);
+        PyObject *r = forbidden ? PyObject_CallFunction(w->on_escape, "nnO", i, d, forbidden) : NULL;
+        Py_DECREF(x);
+        if (!r) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "compiled_stacks: an escape marker vanished");
+            Py_DECREF(it);
+            goto fail;
+        }
+        Py_DECREF(r);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) goto fail;
+    PyObject *rest = PyNumber_Subtract(*s, found);
+    Py_DECREF(found);
+    if (!rest) return -1;
+    Py_SETREF(*s, rest);
+    return 0;
+fail:
+    Py_XDECREF(found);
+    return -1;
+}
+
+static int append_index(KeyWalk *w, Py_ssize_t i) {
+    PyObject *x = PyLong_FromSsize_t(i);
+    if (!x) return -1;
+    int rc = PyList_Append(w->out, x);
+    Py_DECREF(x);
+    return rc;
+}
+
+/* keys[lo:hi] share their first d bytes; s (borrowed) is the set after them. 0, or -1 on error. */
+static int visit_keys(KeyWalk *w, PyObject *s, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t d) {
+    unsigned char bits[32];
+    Py_ssize_t n;
+    const unsigned char *key = key_of(w, lo, &n);
+    if (hi - lo == 1) { /* one key left: its bytes in a loop, not a call each */
+        Py_INCREF(s);
+        while (n > d) {
+            int b = key[d];
+            if (readable_bits(w->c, s, bits) < 0) goto fail_one;
+            if (!bit(bits, b)) {
+                Py_DECREF(s);
+                return 0;
+            }
+            PyObject *next = step_set_of(w->c, s, b);
+            Py_SETREF(s, next);
+            if (!s) return -1;
+            d++;
+            if (escaped(w, &s, lo, d) < 0) goto fail_one;
+            if (PySet_GET_SIZE(s) == 0) {
+                Py_DECREF(s);
+                return 0;
+            }
+        }
+        Py_DECREF(s);
+        return append_index(w, lo);
+    fail_one:
+        Py_DECREF(s);
+        return -1;
+    }
+    if (n == d) { /* the key that is exactly the prefix sorts first */
+        if (append_index(w, lo) < 0) return -1;
+        if (++lo >= hi) return 0;
+        key = key_of(w, lo, &n);
+    }
+    if (readable_bits(w->c, s, bits) < 0) return -1;
+    int nread = 0;
+    for (int k = 0; k < 32; k++)
+        for (unsigned v = bits[k]; v; v &= v - 1) nread++;
+    if (!nread) return 0;
+    unsigned char *prefix = w->prefix;
+    memcpy(prefix, key, d);
+    Py_ssize_t base = w->nkids;
+    if ((Py_ssize_t)nread * 4 < hi - lo) { /* few bytes, many keys: jump to each child */
+        for (int b = 0; b < 256; b++) {
+            if (!bit(bits, b)) continue;
+            prefix[d] = (unsigned char)b;
+            Py_ssize_t a = lower_bound(w, prefix, d + 1, lo, hi);
+            if (a < hi && has_prefix(w, a, prefix, d + 1) &&
+                push_child(w, b, a, prefix_end(w, prefix, d + 1, a + 1, hi)) < 0)
+                return -1;
+        }
+    } else { /* visit every child in order */
+        for (Py_ssize_t i = lo; i < hi;) {
+            const unsigned char *k = key_of(w, i, &n);
+            int b = k[d];
+            prefix[d] = (unsigned char)b;
+            Py_ssize_t z = prefix_end(w, prefix, d + 1, i + 1, hi);
+            if (bit(bits, b) && push_child(w, b, i, z) < 0) return -1;
+            i = z;
+        }
+    }
+    int rc = 0;
+    for (Py_ssize_t j = base; j < w->nkids && rc == 0; j++) { /* by index: a child's visit may grow kids */
+        Child kid = w->kids[j];
+        PyObject *next = step_set_of(w->c, s, kid.b);
+        if (!next) {
+            rc = -1;
+            break;
+        }
+        if (escaped(w, &next, kid.a, d + 1) < 0 ||
+            (PySet_GET_SIZE(next) && visit_keys(w, next, kid.a, kid.z, d + 1) < 0))
+            rc = -1;
+        Py_DECREF(next);
+    }
+    w->nkids = base;
+    return rc;
+}
+
+static PyObject *py_walk_keys(PyObject *self, PyObject *args) {
+    PyObject *ctx, *keys, *start, *on_escape;
+    Ctx c;
+    if (!PyArg_ParseTuple(args, "OO!O!O", &ctx, &PyTuple_Type, &keys, &PyFrozenSet_Type, &start, &on_escape))
+        return NULL;
+    if (ctx_open(ctx, &c) < 0) return NULL;
+    Py_ssize_t longest = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *k = PyTuple_GET_ITEM(keys, i);
+        if (!PyBytes_Check(k)) {
+            PyErr_SetString(PyExc_TypeError, "compiled_stacks: keys are bytes");
+            return NULL;
+        }
+        if (PyBytes_GET_SIZE(k) > longest) longest = PyBytes_GET_SIZE(k);
+    }
+    KeyWalk w = {&c, keys, on_escape, PyList_New(0), PyMem_Malloc(longest + 1), NULL, 0, 0};
+    if (!w.out || !w.prefix) {
+        Py_XDECREF(w.out);
+        PyMem_Free(w.prefix);
+        return w.prefix ? NULL : PyErr_NoMemory();
+    }
+    if (PySet_GET_SIZE(start) && PyTuple_GET_SIZE(keys) &&
+        visit_keys(&w, start, 0, PyTuple_GET_SIZE(keys), 0) < 0)
+        Py_CLEAR(w.out);
+    PyMem_Free(w.prefix);
+    PyMem_Free(w.kids);
+    return w.out;
+}
+
 static PyObject *py_closure(PyObject *self, PyObject *args) {
     PyObject *ctx, *sid, *busy;
     Ctx c;
@@ -404,6 +666,8 @@ static PyMethodDef methods[] = {
     {"closure_top", py_closure_top, METH_VARARGS,
      "closure_top(ctx, sid) -> frozenset: as closure, from outside a closure in progress"},
     {"step", py_step, METH_VARARGS, "step(ctx, sid, byte) -> frozenset: the closed set after sid reads byte"},
+    {"walk_keys", py_walk_keys, METH_VARARGS,
+     "walk_keys(ctx, keys, start, on_escape) -> list: as masks.walk_keys, for a sorted tuple of keys"},
     {"step_set", py_step_set, METH_VARARGS,
      "step_set(ctx, stacks, byte) -> frozenset: the closed set after the frozenset stacks read byte"},
     {NULL, NULL, 0, NULL},

@@ -110,18 +110,22 @@ class StackMachine:
         #: the closure of a frame not in the memo, inside a closure in progress (``_closure_py``)
         self._closure_of = self._closure_py
         self._closure_top = None  # the same from outside one, in C
+        #: ``(keys, start, on_escape) -> indices``: masks.walk_keys on this machine, in C (or None)
+        self.walk_keys_in_c = None
         if stacks_kernel_available():  # the same methods in C, on the same tables (compiled_stacks.c)
             plain = [None if r.counted or r.unordered is not None else (r.trans, r.calls, r.accept, r.lookahead)
                      for r in self.rules]
             cls = type(self)
             ctx = (self.frames, self._ids, self._closure, plain, self._entries, self.escapes,
                    partial(self._in_room, self._closure_py), partial(self._in_room, self._closure_deep),
-                   self._step, self._step_set, cls.step.__get__(self), self._local)
+                   self._step, self._step_set, cls.step.__get__(self), self._local, self._next_bytes,
+                   self.next_bytes)
             self._closure_of = partial(_kernel.closure, ctx)
             self._closure_top = partial(_kernel.closure_top, ctx)
             self.intern = partial(_kernel.intern, ctx)  # type: ignore[method-assign]
             self.step = partial(_kernel.step, ctx)  # type: ignore[method-assign]
             self.step_set = partial(_kernel.step_set, ctx)  # type: ignore[method-assign]
+            self.walk_keys_in_c = partial(_kernel.walk_keys, ctx)
 
     # -- stacks
 
