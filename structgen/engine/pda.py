@@ -31,7 +31,8 @@ two ids for one; in C it runs no Python code between the lookup and the store, s
 that lock), and the set of closures in progress, which detects a rule that recurses without
 reading input, is kept per thread (another thread's closure in progress is no cycle).
 
-In C: closures of plain frames (no counts, no unordered members), steps and interning run in
+In C: closures of plain frames (no counts, no unordered members), steps, interning and the
+crossing reads' walk of remainders (:attr:`StackMachine.walk_keys_in_c`) run in
 ``compiled_stacks.c`` where it is built, on these same tables and in the same order, so the
 stack ids are the ones the Python makes (``tests/test_stacks_kernel.py``). Guards, counted and
 unordered frames stay in Python, which calls back into C for the frames they push. A cold mask
@@ -62,7 +63,7 @@ except ImportError:  # not built: no C compiler at install
 __all__ = ["ACCEPT", "ESCAPE", "GUARD", "StackMachine", "stacks_kernel_available"]
 
 #: The ``compiled_stacks.c`` this module speaks to (``STACKS_VERSION`` there).
-STACKS_KERNEL_VERSION = 1
+STACKS_KERNEL_VERSION = 2
 
 
 def stacks_kernel_available() -> bool:
