@@ -138,25 +138,33 @@ static int add_closure(Ctx *c, PyObject *out, Py_ssize_t sid, PyObject *busy) {
     return 0;
 }
 
+/* Stack ``sid``'s frame (borrowed) and its rule's plain-rule entry (borrowed; Py_None for a
+   guard, a marker, a counted or an unordered rule); NULL on error. */
+static PyObject *frame_of(Ctx *c, Py_ssize_t sid, PyObject **info) {
+    if (sid < 0 || sid >= PyList_GET_SIZE(c->frames)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such stack");
+        return NULL;
+    }
+    PyObject *frame = PyList_GET_ITEM(c->frames, sid);
+    if (!PyTuple_Check(frame) || PyTuple_GET_SIZE(frame) != 3) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a frame is a (rule, state, parent) tuple");
+        return NULL;
+    }
+    long r = PyLong_AsLong(PyTuple_GET_ITEM(frame, 0));
+    if (r == -1 && PyErr_Occurred()) return NULL;
+    *info = r >= 0 && r < PyList_GET_SIZE(c->plain) ? PyList_GET_ITEM(c->plain, r) : Py_None;
+    return frame;
+}
+
 /* New reference to the closure of stack ``sid`` (a frozenset); NULL on error. */
 static PyObject *closure_of(Ctx *c, PyObject *sid, PyObject *busy) {
     PyObject *got = PyDict_GetItemWithError(c->closures, sid);
     if (got) return Py_NewRef(got);
     if (PyErr_Occurred()) return NULL;
-    Py_ssize_t i = PyLong_AsSsize_t(sid);
-    if (i < 0 || i >= PyList_GET_SIZE(c->frames)) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such stack");
-        return NULL;
-    }
-    PyObject *frame = PyList_GET_ITEM(c->frames, i);
-    if (!PyTuple_Check(frame) || PyTuple_GET_SIZE(frame) != 3) {
-        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a frame is a (rule, state, parent) tuple");
-        return NULL;
-    }
+    PyObject *info, *frame = frame_of(c, PyLong_AsSsize_t(sid), &info);
+    if (!frame) return NULL;
     PyObject *rule = PyTuple_GET_ITEM(frame, 0), *state = PyTuple_GET_ITEM(frame, 1);
     PyObject *parent = PyTuple_GET_ITEM(frame, 2);
-    long r = PyLong_AsLong(rule);
-    PyObject *info = r >= 0 && r < PyList_GET_SIZE(c->plain) ? PyList_GET_ITEM(c->plain, r) : Py_None;
     int in_busy = PySet_Contains(busy, sid);
     if (in_busy < 0) return NULL;
     if (info == Py_None || in_busy) /* not plain; or a cycle, which the Python code reports */
@@ -271,18 +279,9 @@ static PyObject *step_of(Ctx *c, Py_ssize_t sid, int byte) {
         Py_DECREF(key);
         return got ? Py_NewRef(got) : NULL;
     }
-    if (sid < 0 || sid >= PyList_GET_SIZE(c->frames)) {
-        PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such stack");
-        goto done;
-    }
-    PyObject *frame = PyList_GET_ITEM(c->frames, sid);
-    if (!PyTuple_Check(frame) || PyTuple_GET_SIZE(frame) != 3) {
-        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a frame is a (rule, state, parent) tuple");
-        goto done;
-    }
+    PyObject *info, *frame = frame_of(c, sid, &info);
+    if (!frame) goto done;
     PyObject *rule = PyTuple_GET_ITEM(frame, 0), *state = PyTuple_GET_ITEM(frame, 1);
-    long r = PyLong_AsLong(rule);
-    PyObject *info = r >= 0 && r < PyList_GET_SIZE(c->plain) ? PyList_GET_ITEM(c->plain, r) : Py_None;
     if (info == Py_None) { /* guards, counted and unordered rules, the markers: Python (which stores) */
         PyObject *id = PyLong_FromSsize_t(sid);
         if (id) result = PyObject_CallFunction(c->slow_step, "Oi", id, byte);
