@@ -25,10 +25,8 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
-from collections.abc import Iterator
 
 __all__ = ["COMPILE_RECURSION_LIMIT", "MAX_NESTING", "recursion_room", "too_deep"]
 
@@ -43,23 +41,28 @@ _users = 0
 _saved = 0
 
 
-@contextlib.contextmanager
-def recursion_room() -> Iterator[None]:
+class recursion_room:  # noqa: N801 -- used as a function: ``with recursion_room():``
     """Run the body with the recursion limit at least :data:`COMPILE_RECURSION_LIMIT`.
 
     The limit is process-wide: it is raised when the first compile (of any thread) enters and
-    put back when the last one leaves.
+    put back when the last one leaves. A class, not a generator context manager: the stack
+    machine enters it once per cold closure, tens of thousands of times in a cold walk, and
+    the generator's set-up was most of its cost.
     """
-    global _users, _saved
-    with _lock:
-        if _users == 0:
-            _saved = sys.getrecursionlimit()
-            if _saved < COMPILE_RECURSION_LIMIT:
-                sys.setrecursionlimit(COMPILE_RECURSION_LIMIT)
-        _users += 1
-    try:
-        yield
-    finally:
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _users, _saved
+        with _lock:
+            if _users == 0:
+                _saved = sys.getrecursionlimit()
+                if _saved < COMPILE_RECURSION_LIMIT:
+                    sys.setrecursionlimit(COMPILE_RECURSION_LIMIT)
+            _users += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _users
         with _lock:
             _users -= 1
             if _users == 0 and sys.getrecursionlimit() == max(_saved, COMPILE_RECURSION_LIMIT):
