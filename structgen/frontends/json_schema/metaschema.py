@@ -31,9 +31,9 @@ Cost: a schema is first checked by a validator fastjsonschema compiles from the 
 (2020-12 flattened, drafts 4 to 7 as they are), about five times faster than python-jsonschema
 (MaskBench's 11,305 schemas under 2020-12: 6.7 against 35 s); where it finds nothing wrong, that
 is the answer. Making that validator costs ~5 ms per draft, once per process (it is built to
-say pass or fail only). ``tests/test_schema_checks.py`` holds it to never passing what python-jsonschema
-refuses, under four drafts, on MaskBench schemas and the JSON-Schema-Test-Suite's schemas and
-instances, and to leaving the schema untouched (``use_default=False``).
+say pass or fail only). ``tests/test_schema_checks.py`` holds it to never passing what
+python-jsonschema refuses, under four drafts, on MaskBench schemas and the JSON-Schema-Test-Suite's
+schemas and instances, and to leaving the schema untouched (``use_default=False``).
 Only what it refuses, or a schema with tuples for arrays (fastjsonschema takes a tuple for an
 array, python-jsonschema does not), is checked by python-jsonschema, whose errors say what and
 where. The code fastjsonschema generates comes from the metaschemas, never from user input.
