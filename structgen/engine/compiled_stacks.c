@@ -139,8 +139,9 @@ static int add_closure(Ctx *c, PyObject *out, Py_ssize_t sid, PyObject *busy) {
 }
 
 /* Stack ``sid``'s frame (borrowed) and its rule's plain-rule entry (borrowed; Py_None for a
-   guard, a marker, a counted or an unordered rule); NULL on error. */
-static PyObject *frame_of(Ctx *c, Py_ssize_t sid, PyObject **info) {
+   guard, a marker, a counted or an unordered rule); for a plain rule, its state ``*q``, checked
+   against the entry's tables. NULL on error. */
+static PyObject *frame_of(Ctx *c, Py_ssize_t sid, PyObject **info, Py_ssize_t *q) {
     if (sid < 0 || sid >= PyList_GET_SIZE(c->frames)) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such stack");
         return NULL;
@@ -153,6 +154,24 @@ static PyObject *frame_of(Ctx *c, Py_ssize_t sid, PyObject **info) {
     long r = PyLong_AsLong(PyTuple_GET_ITEM(frame, 0));
     if (r == -1 && PyErr_Occurred()) return NULL;
     *info = r >= 0 && r < PyList_GET_SIZE(c->plain) ? PyList_GET_ITEM(c->plain, r) : Py_None;
+    if (*info == Py_None) return frame;
+    if (!PyTuple_Check(*info) || PyTuple_GET_SIZE(*info) != 4) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a plain rule is (trans, calls, accept, lookahead)");
+        return NULL;
+    }
+    PyObject *trans = PyTuple_GET_ITEM(*info, 0), *calls = PyTuple_GET_ITEM(*info, 1);
+    PyObject *accept = PyTuple_GET_ITEM(*info, 2), *state = PyTuple_GET_ITEM(frame, 1);
+    if (!PyList_Check(trans) || !PyList_Check(calls) || !PyList_Check(accept)) {
+        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a rule's trans, calls and accept are lists");
+        return NULL;
+    }
+    *q = PyLong_Check(state) ? PyLong_AsSsize_t(state) : -1;
+    if (*q < 0 || *q >= PyList_GET_SIZE(trans) || *q >= PyList_GET_SIZE(calls) || *q >= PyList_GET_SIZE(accept) ||
+        !PyDict_Check(PyList_GET_ITEM(trans, *q)) ||
+        !(PyTuple_Check(PyList_GET_ITEM(calls, *q)) || PyList_Check(PyList_GET_ITEM(calls, *q)))) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such state");
+        return NULL;
+    }
     return frame;
 }
 
@@ -161,10 +180,11 @@ static PyObject *closure_of(Ctx *c, PyObject *sid, PyObject *busy) {
     PyObject *got = PyDict_GetItemWithError(c->closures, sid);
     if (got) return Py_NewRef(got);
     if (PyErr_Occurred()) return NULL;
-    PyObject *info, *frame = frame_of(c, PyLong_AsSsize_t(sid), &info);
+    PyObject *info;
+    Py_ssize_t q = -1;
+    PyObject *frame = frame_of(c, PyLong_AsSsize_t(sid), &info, &q);
     if (!frame) return NULL;
-    PyObject *rule = PyTuple_GET_ITEM(frame, 0), *state = PyTuple_GET_ITEM(frame, 1);
-    PyObject *parent = PyTuple_GET_ITEM(frame, 2);
+    PyObject *rule = PyTuple_GET_ITEM(frame, 0), *parent = PyTuple_GET_ITEM(frame, 2);
     int in_busy = PySet_Contains(busy, sid);
     if (in_busy < 0) return NULL;
     if (info == Py_None || in_busy) /* not plain; or a cycle, which the Python code reports */
@@ -172,23 +192,8 @@ static PyObject *closure_of(Ctx *c, PyObject *sid, PyObject *busy) {
     if (PySet_GET_SIZE(busy) >= DEEP)
         return PyObject_CallFunctionObjArgs(c->deep, sid, busy, NULL);
 
-    if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 4) {
-        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a plain rule is (trans, calls, accept, lookahead)");
-        return NULL;
-    }
     PyObject *trans = PyTuple_GET_ITEM(info, 0), *calls = PyTuple_GET_ITEM(info, 1);
     PyObject *accept = PyTuple_GET_ITEM(info, 2), *lookahead = PyTuple_GET_ITEM(info, 3);
-    if (!PyList_Check(trans) || !PyList_Check(calls) || !PyList_Check(accept)) {
-        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a rule's trans, calls and accept are lists");
-        return NULL;
-    }
-    Py_ssize_t q = PyLong_Check(state) ? PyLong_AsSsize_t(state) : -1;
-    if (q < 0 || q >= PyList_GET_SIZE(trans) || q >= PyList_GET_SIZE(calls) || q >= PyList_GET_SIZE(accept) ||
-        !PyDict_Check(PyList_GET_ITEM(trans, q)) ||
-        !(PyTuple_Check(PyList_GET_ITEM(calls, q)) || PyList_Check(PyList_GET_ITEM(calls, q)))) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such state");
-        return NULL;
-    }
     PyObject *out = PySet_New(NULL), *result = NULL;
     if (!out) return NULL;
     if (PySet_Add(busy, sid) < 0) {
@@ -279,9 +284,11 @@ static PyObject *step_of(Ctx *c, Py_ssize_t sid, int byte) {
         Py_DECREF(key);
         return got ? Py_NewRef(got) : NULL;
     }
-    PyObject *info, *frame = frame_of(c, sid, &info);
+    PyObject *info;
+    Py_ssize_t q = -1;
+    PyObject *frame = frame_of(c, sid, &info, &q);
     if (!frame) goto done;
-    PyObject *rule = PyTuple_GET_ITEM(frame, 0), *state = PyTuple_GET_ITEM(frame, 1);
+    PyObject *rule = PyTuple_GET_ITEM(frame, 0);
     if (info == Py_None) { /* guards, counted and unordered rules, the markers: Python (which stores) */
         PyObject *id = PyLong_FromSsize_t(sid);
         if (id) result = PyObject_CallFunction(c->slow_step, "Oi", id, byte);
@@ -289,16 +296,7 @@ static PyObject *step_of(Ctx *c, Py_ssize_t sid, int byte) {
         Py_DECREF(key);
         return result;
     }
-    if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 4 || !PyList_Check(PyTuple_GET_ITEM(info, 0))) {
-        PyErr_SetString(PyExc_TypeError, "compiled_stacks: a plain rule is (trans, calls, accept, lookahead)");
-        goto done;
-    }
     PyObject *trans = PyTuple_GET_ITEM(info, 0);
-    Py_ssize_t q = PyLong_Check(state) ? PyLong_AsSsize_t(state) : -1;
-    if (q < 0 || q >= PyList_GET_SIZE(trans) || !PyDict_Check(PyList_GET_ITEM(trans, q))) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "compiled_stacks: no such state");
-        goto done;
-    }
     PyObject *b = PyLong_FromLong(byte);
     if (!b) goto done;
     PyObject *t = PyDict_GetItemWithError(PyList_GET_ITEM(trans, q), b);
