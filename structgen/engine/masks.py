@@ -430,13 +430,13 @@ class MaskBuilder:
                     crossing.add((j, d))
 
         start = sm.closure(iso)
-        found = [x for x in start if x in sm.escapes]  # the frame may return before any byte
+        found = start.intersection(sm.escapes)  # the frame may return before any byte
         for x in found:
             on_escape(0, 0, sm.escapes[x])
         if sm.walk_keys_in_c is not None:  # the same walk in C (compiled_stacks.c)
-            inside = sm.walk_keys_in_c(keys, start - set(found), on_escape)
+            inside = sm.walk_keys_in_c(keys, start - found, on_escape)
         else:
-            inside = walk_keys(keys, start - set(found), sm.step_set, sm.next_bytes,  # type: ignore[arg-type]
+            inside = walk_keys(keys, start - found, sm.step_set, sm.next_bytes,  # type: ignore[arg-type]
                                on_escape=on_escape, escapes=sm.escapes)
         by_rest: dict[bytes, list[int]] = {}
         for k, d in crossing:
