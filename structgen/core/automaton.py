@@ -52,7 +52,9 @@ class Guard:
 
     children: list[dict[bytes, int]]
     complete: list[bool]
-    prefixes: list[frozenset[bytes]]
+    #: per node, the prefixes of its children's spellings; None until a step reaches the node
+    #: (most nodes never are: a schema's excluded keys are built ahead, a few of them written)
+    prefixes: "list[frozenset[bytes] | None]" = field(compare=False, repr=False)
 
     @staticmethod
     def build(words: "frozenset[tuple[frozenset[bytes], ...]]") -> "Guard":
@@ -71,15 +73,17 @@ class Guard:
                     children[node][s] = child
                 node = child
             complete[node] = True
-        prefixes = [frozenset(s[:k] for s in kids for k in range(len(s) + 1)) for kids in children]
-        return Guard(children, complete, prefixes)
+        return Guard(children, complete, [None] * len(children))
 
     def step(self, g: "tuple[int, bytes] | None", byte: int, item_done: bool) -> "tuple[int, bytes] | None":
         if g is None:
             return None
         node, partial = g
         partial += bytes((byte,))
-        if partial not in self.prefixes[node]:
+        prefixes = self.prefixes[node]
+        if prefixes is None:  # threads may race here: each writes the same set
+            prefixes = self.prefixes[node] = frozenset(s[:k] for s in self.children[node] for k in range(len(s) + 1))
+        if partial not in prefixes:
             return None
         if item_done:
             child = self.children[node].get(partial)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from structgen.core.budget import once_per_compile
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows,
                                 kernel_available, minimize, minimize_rows, product_rows, rows_of, split_product,
                                 trim, trim_rows)
@@ -41,11 +42,16 @@ def to_fsm(e: Expr) -> Fsm:
 
 
 def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "intersection") -> Fsm:
-    """The language of strings every expression matches, as a minimal DFA.
+    """The language of strings every expression matches, as a minimal DFA (made once per
+    compile for the same expressions).
 
     Raises :class:`~structgen.errors.CompileError` naming ``what`` when the product would
     exceed ``limit`` states.
     """
+    return once_per_compile(("intersect", exprs, limit), lambda: _intersect(exprs, limit, what))
+
+
+def _intersect(exprs: tuple[Expr, ...], limit: int, what: str) -> Fsm:
     rows, accept = rows_of(exprs[0])
     for e in exprs[1:]:
         rb, ab = rows_of(e)
@@ -112,13 +118,18 @@ def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DE
 
 
 def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str = "difference") -> Fsm:
-    """The language of strings ``a`` matches and ``b`` does not, as a minimal trimmed DFA.
+    """The language of strings ``a`` matches and ``b`` does not, as a minimal trimmed DFA (made
+    once per compile for the same expressions).
 
     >>> from structgen.core.ir import ByteClass, Lit, Repeat, alt
     >>> fsm = difference(Repeat(ByteClass.of("a-z"), 1, 3), alt(Lit(b"no"), Lit(b"x")))
     >>> [matches(fsm, w) for w in (b"no", b"x", b"n", b"nop", b"xy")]
     [False, False, True, True, True]
     """
+    return once_per_compile(("difference", a, b, limit), lambda: _difference(a, b, limit, what))
+
+
+def _difference(a: Expr, b: Expr, limit: int, what: str) -> Fsm:
     # Bytes per target (an object's "any other key" is a JSON string, ~250 bytes a row, against
     # a trie of a few hundred defined keys: a step per byte was 10^6 steps).
     (ra, aa), (rb, ab) = rows_of(a), rows_of(b)
