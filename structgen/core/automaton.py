@@ -30,7 +30,7 @@ from structgen.core.liveness import live_states
 from structgen.core.memo import Recent
 from structgen.errors import CompileError
 from structgen.core.ir import (Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Shape, Unordered, alt,
-                               digest, seq, shape)
+                               digest, seq, shape, word_text)
 from structgen.core.unordered import Slots
 
 __all__ = ["RuleAutomaton", "GrammarAutomaton", "UnorderedItems", "build_automaton", "regular_dfa"]
@@ -60,7 +60,7 @@ class Guard:
     def build(words: "frozenset[tuple[frozenset[bytes], ...]]") -> "Guard":
         children: list[dict[bytes, int]] = [{}]
         complete = [False]
-        for word in sorted(words, key=lambda w: [sorted(p) for p in w]):
+        for word in sorted(words, key=word_text):  # the same numbering in every process
             node = 0
             for spellings in word:
                 # Spellings of one position share a child: they are the same character.

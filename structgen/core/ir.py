@@ -23,7 +23,7 @@ from typing import Callable, Sequence, Union
 
 from structgen.errors import GrammarError
 
-__all__ = ["seq", "alt", "substitute", "digest", "written_fsm", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Unordered",
+__all__ = ["seq", "alt", "substitute", "digest", "word_text", "written_fsm", "Lit", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "Counted", "Unordered",
            "Fsm", "Expr", "Grammar", "Shape", "shape"]
 
 
@@ -333,9 +333,7 @@ def _text(e: Expr) -> str:
             out.append(f"R{x.min},{x.max}(")
             todo += (")", x.item)
         elif type(x) is Counted:
-            # sorted: a frozenset's order (and a bytes hash) changes from one process to the next
-            exclude = sorted(tuple(sorted(alts) for alts in word) for word in x.exclude)
-            out.append(f"C{x.min},{x.max},{exclude!r}(")
+            out.append(f"C{x.min},{x.max},[{','.join(sorted(map(word_text, x.exclude)))}](")
             todo += (")", x.item)
         elif type(x) is Unordered:
             out.append(f"U{x.slots},{x.required},{x.min},{x.max},{x.gives},{x.full}(")
@@ -346,6 +344,29 @@ def _text(e: Expr) -> str:
         else:
             raise TypeError(f"not an IR expression: {x!r}")
     return "".join(out)
+
+
+def word_text(word: tuple[frozenset[bytes], ...]) -> str:
+    """An excluded word of a :class:`Counted` written out, each position its sorted spellings:
+    the same in every process (a frozenset's order changes from one to the next), so words
+    sort by it.
+
+    >>> word_text((frozenset({b"a", b"A"}), frozenset({b"b"})))
+    "(['A', 'a'],['b'])"
+    """
+    parts = []
+    for spellings in word:  # an object's excluded keys: thousands of characters, a few dozen sets
+        got = _SPELLINGS.get(spellings)
+        if got is None:
+            if len(_SPELLINGS) > 65_536:
+                _SPELLINGS.clear()
+            got = _SPELLINGS[spellings] = repr(sorted(x.decode("latin-1") for x in spellings))
+        parts.append(got)
+    return "(" + ",".join(parts) + ")"
+
+
+#: a position's spellings -> written out (:func:`word_text`)
+_SPELLINGS: dict[frozenset[bytes], str] = {}
 
 
 def _fsm_digest(fsm: Fsm) -> str:
