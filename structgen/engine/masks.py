@@ -240,6 +240,7 @@ class MaskBuilder:
         self._empty = np.zeros(vocab.words, dtype=np.uint32)
         self._token_reach: int | None = None
         self._rows = FrameRows(machine)  # the compiled walk's numbered stack sets
+        self._compiled_walk = kernel_available()  # read once: the switch is an environment variable
 
     # ---------------------------------------------------------------- public
 
@@ -520,7 +521,7 @@ class MaskBuilder:
         return below, above
 
     def _walk_plain(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
-        if kernel_available():
+        if self._compiled_walk:
             return self._walk_plain_compiled(iso, follow)
         idx = self.index
         keys = idx.keys

@@ -202,6 +202,9 @@ class FrameRows(SetRows):
         #: meets it there (``compiled_walk.c``, "token summaries")
         self.leafy = bytearray()
         self.summaries: dict[tuple[int, int, int], tuple[bytes, bytes]] = {}
+        #: ``STRUCTGEN_WALK_SUMMARIES=0``: every walk reads its tokens again (read here, once:
+        #: reading the environment costs a few microseconds, as much as a small walk's Python)
+        self.summarizing = os.environ.get("STRUCTGEN_WALK_SUMMARIES", "1") != "0"
 
     def _entry(self, stacks: StackSet) -> int:
         """The row entry for ``stacks``: its set, or ``_SPLIT -`` the configuration it splits into.
@@ -411,10 +414,9 @@ def walk_crossings(index: TokenIndex, rows: FrameRows, start: StackSet,
     _require_kernel()
     if not index.keys:
         return np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
-    summaries = os.environ.get("STRUCTGEN_WALK_SUMMARIES", "1") != "0"
     inside, pairs = _kernel.walk_frames(*index.tables(), rows.number(start), rows.rows, rows.fill, rows,
                                         rows.configs, _bits(follow), rows.blocked,
-                                        rows.summaries if summaries else None, rows.leafy)
+                                        rows.summaries if rows.summarizing else None, rows.leafy)
     return np.frombuffer(inside, dtype=np.int64), np.frombuffer(pairs, dtype=np.int64).reshape(-1, 2)
 
 
