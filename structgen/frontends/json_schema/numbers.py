@@ -28,6 +28,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -37,6 +38,7 @@ from typing import Any, Literal
 from structgen.errors import SchemaError, UnsupportedFeatureError, no_value
 from structgen.core.ir import ByteClass, Expr, Fsm, Lit, Repeat, Seq, alt, seq
 from structgen.frontends.json_text import JSON_INTEGER, JSON_NUMBER
+from structgen.core.dfa import fsm_of_rows
 from structgen.core.regular import intersect
 from structgen.frontends.json_schema.values import tighter
 
@@ -357,8 +359,7 @@ def _multiple_fsm(divisor: Fraction, pointer: str) -> Fsm:
     """Unsigned number text whose value is a multiple of ``divisor`` (a decimal).
 
     With ``divisor = P / 10**s``: the value times 10**s must be an integer (fraction digits past
-    the s-th are zeros) divisible by P. States count the remainder mod P and the fraction digits
-    read so far.
+    the s-th are zeros) divisible by P.
     """
     s = 0
     while (divisor * 10 ** s).denominator != 1:
@@ -371,6 +372,15 @@ def _multiple_fsm(divisor: Fraction, pointer: str) -> Fsm:
         raise UnsupportedFeatureError("multipleOf", pointer=pointer + "/multipleOf",
                                       hint=f"a divisor of {p} digits-states is too large to count "
                                            f"(limit {MAX_DIVISOR_STATES} states)")
+    return _remainder_fsm(p, s)
+
+
+@functools.lru_cache(maxsize=16)  # at most 4,096 states each (MAX_DIVISOR_STATES)
+def _remainder_fsm(p: int, s: int) -> Fsm:
+    """Unsigned number text whose value times ``10**s`` is an integer divisible by ``p``: states
+    count the remainder mod ``p`` and the fraction digits read so far. Kept per process, with
+    its digest on it: a divisor recurs, in a schema (322 times in one of MaskBench's) and
+    across schemas, and each new copy cost its construction and its digest again."""
     # states: ("int", r) reading the integer part; ("frac", r, k) after k fraction digits
     index: dict[tuple, int] = {}
     order: list[tuple] = []
@@ -382,37 +392,35 @@ def _multiple_fsm(divisor: Fraction, pointer: str) -> Fsm:
         return index[key]
 
     state(("start", 0))  # like ("int", 0), but nothing read yet: not accepting, no "."
-    edges: list[list[tuple[ByteClass, int]]] = []
-    accept: set[int] = set()
+    rows: list[list[tuple[int, int]]] = []  # per state, (bytes as a mask, target)
+    accept: list[bool] = []
     i = 0
     while i < len(order):
         key = order[i]
-        row: list[tuple[ByteClass, int]] = []
+        by_target: dict[int, int] = {}
+        ok = False
         if key[0] in ("start", "int"):
             r = key[1]
             for d in range(10):
-                row.append((ByteClass(((0x30 + d, 0x30 + d),)), state(("int", (r * 10 + d) % p))))
+                t = state(("int", (r * 10 + d) % p))
+                by_target[t] = by_target.get(t, 0) | _DIGIT_BITS[d]
             if key[0] == "int":
-                row.append((ByteClass(((0x2E, 0x2E),)), state(("frac", r, 0))))
-                if (r * 10 ** s) % p == 0:
-                    accept.add(i)
+                by_target[state(("frac", r, 0))] = _DOT_BIT
+                ok = (r * 10 ** s) % p == 0
         else:
             _, r, k = key
             if k < s:
                 for d in range(10):
-                    row.append((ByteClass(((0x30 + d, 0x30 + d),)), state(("frac", (r * 10 + d) % p, k + 1))))
+                    t = state(("frac", (r * 10 + d) % p, k + 1))
+                    by_target[t] = by_target.get(t, 0) | _DIGIT_BITS[d]
             else:
-                row.append((ByteClass(((0x30, 0x30),)), state(("frac", r, s + 1))))  # zeros only
-            if k > 0 and (r * 10 ** (s - min(k, s))) % p == 0:
-                accept.add(i)
-        edges.append(row)
+                by_target[state(("frac", r, s + 1))] = _DIGIT_BITS[0]  # zeros only
+            ok = k > 0 and (r * 10 ** (s - min(k, s))) % p == 0
+        rows.append([(mask, t) for t, mask in by_target.items()])
+        accept.append(ok)
         i += 1
-    merged = tuple(tuple(_merge(row)) for row in edges)
-    return Fsm(merged, frozenset(accept))
+    return fsm_of_rows(rows, accept)
 
 
-def _merge(row: list[tuple[ByteClass, int]]) -> list[tuple[ByteClass, int]]:
-    by_target: dict[int, set[int]] = {}
-    for cls, t in row:
-        by_target.setdefault(t, set()).update(cls.bytes())
-    return [(ByteClass.from_bytes(bs), t) for t, bs in sorted(by_target.items())]
+_DIGIT_BITS = [1 << (0x30 + d) for d in range(10)]
+_DOT_BIT = 1 << 0x2E
