@@ -96,6 +96,9 @@ def child(args: argparse.Namespace) -> None:
         if args.child == "structgen":
             eng.structgen.prepare_vocabulary(eng.vocab)
         warm_text = engine.serialize(engine.WARMUP_INSTANCE, "compact")
+        if args.freeze:  # the warm-up with the set-up frozen, as engine.py
+            gc.collect()
+            gc.freeze()
         engine.walk(eng, engine.WARMUP_SCHEMA, tokenizer.encode(warm_text, add_special_tokens=False))
         schema = json.loads(Path(args.schema).read_text())
         gc.collect()

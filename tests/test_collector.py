@@ -3,10 +3,12 @@ the oldest generation without a collection, and a process's own frozen objects s
 
 import gc
 
+from structgen.engine import collector
 from structgen.engine.collector import gc_paused
 
 
-def test_what_a_pause_kept_joins_the_oldest_generation_without_a_collection():
+def test_what_a_pause_kept_joins_the_oldest_generation_without_a_collection(monkeypatch):
+    monkeypatch.setattr(collector, "_froze", False)
     gc.collect()
     collections_before = [s["collections"] for s in gc.get_stats()]
     with gc_paused():
@@ -19,15 +21,18 @@ def test_what_a_pause_kept_joins_the_oldest_generation_without_a_collection():
     assert [s["collections"] for s in gc.get_stats()] == collections_before
 
 
-def test_a_pause_leaves_a_process_s_frozen_objects_frozen():
+def test_a_pause_leaves_a_process_s_frozen_objects_frozen(monkeypatch):
+    monkeypatch.setattr(collector, "_froze", False)
     gc.collect()
     gc.freeze()  # as a pre-fork server does
     try:
         frozen = gc.get_freeze_count()
-        with gc_paused():
-            kept = [[i] for i in range(100)]
-        assert gc.get_freeze_count() == frozen  # not thawed: its objects stay out of collections
-        assert gc.isenabled() and len(kept) == 100
+        for _ in range(2):
+            with gc_paused():
+                kept = [[i] for i in range(100)]
+            assert gc.get_freeze_count() == frozen  # not thawed: its objects stay out of collections
+            assert gc.isenabled() and len(kept) == 100
+        assert collector._froze  # remembered: counting frozen objects walks them all
     finally:
         gc.unfreeze()
 
