@@ -754,10 +754,6 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         engine = ENGINE_CLASSES[name](tokenizer, args.whitespace)
         setup_s = time.perf_counter() - t0
-        # The warm-up with the set-up frozen, as the cases run: a first-use cost that depends
-        # on it (structgen counts a process's frozen objects once) lands in the warm-up.
-        gc.collect()
-        gc.freeze()
         setup[name] = (setup_s, measure(engine, warm, encode(warm_text)))
         # Long-lived set-up objects (tokenizers, vocabularies) out of the cyclic collector's
         # way, as a serving process would do; otherwise a full collection (~0.2 s with

@@ -449,8 +449,6 @@ def main(argv: list[str] | None = None) -> None:
                 t0 = time.perf_counter()
                 eng = ENGINE_CLASSES[name](tokenizer, "flexible")  # whitespace: unused by grammars
                 setup_s = time.perf_counter() - t0
-                gc.collect()
-                gc.freeze()  # the warm-up with the set-up frozen, as engine.py
                 setup.setdefault(name, (setup_s, first_mask(eng, WARMUP)[1]))
                 gc.collect()
                 gc.freeze()  # set-up objects out of the collector's way, as engine.py does

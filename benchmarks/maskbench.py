@@ -459,8 +459,6 @@ def worker_main(args: argparse.Namespace) -> None:
     eng = CONFIGS[args.worker](tokenizer, "compact")
     if args.worker == "structgen":
         eng.structgen.prepare_vocabulary(eng.vocab)  # per-tokenizer state, as ultra.py
-    gc.collect()
-    gc.freeze()  # the warm-up with the set-up frozen, as engine.py
     warm_up(eng, tokenizer)
     gc.collect()
     gc.freeze()  # set-up objects out of the collector's way, as engine.py

@@ -96,14 +96,10 @@ def child(args: argparse.Namespace) -> None:
         if args.child == "structgen":
             eng.structgen.prepare_vocabulary(eng.vocab)
         warm_text = engine.serialize(engine.WARMUP_INSTANCE, "compact")
-        if args.freeze:  # the warm-up with the set-up frozen, as engine.py
-            gc.collect()
-            gc.freeze()
         engine.walk(eng, engine.WARMUP_SCHEMA, tokenizer.encode(warm_text, add_special_tokens=False))
         schema = json.loads(Path(args.schema).read_text())
         gc.collect()
-        if args.freeze:
-            gc.freeze()  # as engine.py: set-up objects out of the collector's way
+        gc.freeze()  # as engine.py: set-up objects out of the collector's way
         setup_kib = engine.peak_rss_kib()
         engine.reset_peak_rss()  # the high-water mark down to the current RSS
         base_kib = engine.peak_rss_kib()
@@ -133,8 +129,7 @@ def child(args: argparse.Namespace) -> None:
 def run_cell(args: argparse.Namespace, engine_name: str, schema_file: str) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", engine_name, "--schema", schema_file,
            "--mem-gib", str(args.mem_gib), "--tokenizer", args.tokenizer,
-           "--xgrammar-strict" if args.xgrammar_strict else "--no-xgrammar-strict",
-           "--freeze" if args.freeze else "--no-freeze"]
+           "--xgrammar-strict" if args.xgrammar_strict else "--no-xgrammar-strict"]
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
         try:
@@ -197,8 +192,7 @@ def report(args: argparse.Namespace, schemas: list[tuple[str, Any, int]],
         f"- versions: {package_versions([*args.engines, 'transformers', 'numpy', 'torch'])}; "
         f"structgen checkout {git_commit()}",
         f"- tokenizer: {args.tokenizer}; limits per compile: {args.timeout:g} s, address space "
-        f"{args.mem_gib:g} GiB; xgrammar {xgr}; set-up objects "
-        f"{'frozen (gc.freeze)' if args.freeze else 'not frozen: the process as a script has it'}",
+        f"{args.mem_gib:g} GiB; xgrammar {xgr}",
         "",
         "One subprocess per cell. ms: compile + matcher + first mask, tokenizer and per-tokenizer "
         "state already built and warmed. peak MiB: rise of the peak RSS during that compile. "
@@ -225,10 +219,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ",".join(ENGINES))
     p.add_argument("--xgrammar-strict", action=argparse.BooleanOptionalAction, default=True,
                    help="xgrammar strict_mode (default on, xgrammar's default; engine.py uses off)")
-    p.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=True,
-                   help="gc.freeze() the set-up objects before the compile, as engine.py does (default); "
-                        "--no-freeze measures a process that froze nothing (structgen then moves what a "
-                        "compile keeps to the collector's oldest generation without a collection)")
     p.add_argument("--data", type=Path, default=engine.MASKBENCH, help="maskbench.jsonl.gz")
     p.add_argument("--out", type=Path, default=engine.RESULTS / "ultra.md", help="report path")
     p.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
