@@ -482,6 +482,8 @@ def _sentencepiece_bytes(piece: str) -> bytes:
 def ids_to_mask(ids: "Iterable[int] | np.ndarray", words: int) -> np.ndarray:
     """Pack token ids into a ``uint32`` bitmask of ``words`` words (bit ``i % 32`` of word ``i // 32``)."""
     idx = ids if isinstance(ids, np.ndarray) else np.fromiter(ids, dtype=np.int64)
+    if not idx.size:  # many states' walks find no token: a tenth of the packing's time
+        return np.zeros(words, dtype=np.uint32)
     bits = np.zeros(words * 32, dtype=bool)  # a byte a token, packed: 4-9x faster than or.at
     bits[idx] = True
     return np.packbits(bits, bitorder="little").view(np.uint32)

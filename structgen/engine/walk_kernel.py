@@ -40,6 +40,8 @@ from __future__ import annotations
 import os
 import threading
 from array import array
+from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 
 import numpy as np
@@ -298,26 +300,41 @@ class FrameRows(SetRows):
         rule = sm.rules[rule_i]
         marker = ESCAPE if rule.lookahead is None else sm.guard(rule.lookahead, ESCAPE)
         code = self.code_of(frozenset((marker,)))
-        nums = [self.number(frozenset((sm.intern(rule_i, q, ESCAPE),))) if row else _DEAD
-                for q, row in enumerate(rule.trans)]
-        targets, accepting = _leaf_table(rule.trans, rule.accept)
-        # index -1 (no step) reads the last entry: dead, no code
-        entry = np.array(nums + [_DEAD], dtype=np.int32)
-        codes = np.append(np.where(accepting, code, 0), 0).astype(np.int32)
-        table = np.empty((len(nums), 512), dtype=np.int32)
-        table[:, :256] = entry[targets]
-        table[:, 256:] = codes[targets]
+        table = _leaf_table(rule.trans, rule.accept)
+        intern = sm.intern
+        sets = [frozenset((intern(rule_i, q, ESCAPE),)) for q in table.live]
+        live = self._number_all(sets)
+        # a step's entry is the target's set (index -1, a target that reads nothing: dead)
+        lookup = np.array(live + [_DEAD], dtype=np.int32)
+        rows = np.empty((len(live), 512), dtype=np.int32)
+        np.take(lookup, table.targets, out=rows[:, :256], mode="wrap")  # "wrap": -1 is the last
+        np.multiply(table.accepting, code, out=rows[:, 256:])
+        flat = memoryview(rows).cast("B")
         with self._lock:
-            for q, k in enumerate(nums):
-                if k >= 0 and self.rows[k] is None:
-                    self.rows[k] = bytearray(table[q])
-            top = max(nums, default=-1)
+            for r, k in enumerate(live):
+                if self.rows[k] is None:
+                    self.rows[k] = bytearray(flat[r * 2048:(r + 1) * 2048])
+            top = max(live, default=-1)
             if top >= len(self.leafy):
                 self.leafy.extend(bytes(top + 1 - len(self.leafy)))
-            for k in nums:
-                if k >= 0:
-                    self.leafy[k] = 1
+            for k in live:
+                self.leafy[k] = 1
+        nums = [_DEAD] * len(rule.trans)
+        for q, k in zip(table.live, live):
+            nums[q] = k
         return nums
+
+    def _number_all(self, sets: list[StackSet]) -> list[int]:
+        """:meth:`number` of each of ``sets``: under one lock, the new ones appended together."""
+        with self._lock:
+            numbers = self._numbers
+            out = [numbers.get(s, -1) for s in sets]
+            for i, s in enumerate(sets):
+                if out[i] < 0:
+                    out[i] = numbers[s] = len(self.sets)
+                    self.sets.append(s)
+                    self.rows.append(None)
+        return out
 
     def rebase(self, sid: int, parent: int) -> int:
         """Stack ``sid`` (its chain ending at the escape) with ``parent`` in the escape's place."""
@@ -352,35 +369,56 @@ class FrameRows(SetRows):
         return got
 
 
-#: id(trans) -> (trans, accept, targets, accepting) of :func:`_leaf_table`; entries hold their
-#: automaton's lists, so an id is not reused while its entry stands
-_LEAF_TABLES: dict[int, tuple[list, list, np.ndarray, np.ndarray]] = {}
-#: what the leaf tables may hold before they are dropped (a 500-state name token: 250 KiB)
+@dataclass(frozen=True)
+class _LeafTable:
+    """A leaf rule's steps, by its live states (those that read a byte): ``live[r]`` is the
+    rule state of row ``r``; ``targets[r, b]``, the row of the state byte ``b`` leads to (-1: no
+    step, or a state that reads nothing); ``accepting[r, b]``, 1 where that state accepts."""
+
+    live: list[int]
+    targets: np.ndarray  # int32, (len(live), 256)
+    accepting: np.ndarray  # int8, (len(live), 256)
+
+
+#: id(trans) -> (trans, accept, table) of :func:`_leaf_table`; entries hold their automaton's
+#: lists, so an id is not reused while its entry stands
+_LEAF_TABLES: dict[int, tuple[list, list, _LeafTable]] = {}
+#: what the leaf tables may hold before they are dropped (a 500-state name token: 640 KiB)
 _LEAF_TABLES_MAX_BYTES = 64 << 20
 
 
-def _leaf_table(trans: list[dict[int, int]], accept: list[bool]) -> tuple[np.ndarray, np.ndarray]:
-    """A leaf rule's steps as tables: ``targets[q, b]``, the state after byte ``b`` (-1: none),
-    and ``accepting[q]``. Made once per process for the rule's automaton, which every grammar
-    with the same rule body shares: a SQL name token has ~30,000 steps, and reading them out
-    of its dicts took ~2 ms of each grammar's first masks.
+def _leaf_table(trans: list[dict[int, int]], accept: list[bool]) -> _LeafTable:
+    """A leaf rule's steps as tables (:class:`_LeafTable`), made once per process for the rule's
+    automaton, which every grammar with the same rule body shares: a SQL name token has ~30,000
+    steps, and reading them out of its dicts took ~2 ms of each grammar's first masks. A grammar
+    then numbers the live states' sets and looks the targets up in one numpy call per rule.
 
-    >>> targets, accepting = _leaf_table([{97: 1}, {}], [False, True])
-    >>> int(targets[0, 97]), int(targets[0, 98]), accepting.tolist()
-    (1, -1, [False, True])
+    >>> t = _leaf_table([{97: 1, 98: 2}, {99: 2}, {}], [False, False, True])
+    >>> t.live, int(t.targets[0, 97]), int(t.targets[0, 98]), int(t.targets[0, 100])
+    ([0, 1], 1, -1, -1)
+    >>> int(t.accepting[0, 98]), int(t.accepting[1, 99])
+    (1, 1)
     """
     got = _LEAF_TABLES.get(id(trans))
     if got is None or got[0] is not trans or got[1] is not accept:
         n = len(trans)
-        src = np.repeat(np.arange(n), np.fromiter(map(len, trans), dtype=np.int64, count=n))
-        byte = np.fromiter(chain.from_iterable(trans), dtype=np.int64, count=src.size)
-        dst = np.fromiter(chain.from_iterable(row.values() for row in trans), dtype=np.int64, count=src.size)
-        targets = np.full((n, 256), -1, dtype=np.int16 if n < 1 << 15 else np.int32)
-        targets[src, byte] = dst
-        if sum(t.nbytes for _, _, t, _ in _LEAF_TABLES.values()) + targets.nbytes > _LEAF_TABLES_MAX_BYTES:
+        live = [q for q, row in enumerate(trans) if row]
+        row_of = np.full(n + 1, -1, dtype=np.int32)  # index -1 (no step) reads the last entry
+        row_of[live] = np.arange(len(live), dtype=np.int32)
+        src = np.repeat(np.arange(len(live)), np.fromiter((len(trans[q]) for q in live), dtype=np.int64,
+                                                          count=len(live)))
+        byte = np.fromiter(chain.from_iterable(trans[q] for q in live), dtype=np.int64, count=src.size)
+        dst = np.fromiter(chain.from_iterable(trans[q].values() for q in live), dtype=np.int64, count=src.size)
+        step = np.full((len(live), 256), -1, dtype=np.int64)
+        step[src, byte] = dst
+        accepting = np.append(np.asarray(accept, dtype=np.int8), 0)[step]
+        table = _LeafTable(live, row_of[step], accepting)
+        size = table.targets.nbytes + table.accepting.nbytes
+        if sum(t.targets.nbytes + t.accepting.nbytes for _, _, t in _LEAF_TABLES.values()) + size \
+                > _LEAF_TABLES_MAX_BYTES:
             _LEAF_TABLES.clear()
-        got = _LEAF_TABLES[id(trans)] = (trans, accept, targets, np.asarray(accept, dtype=bool))
-    return got[2], got[3]
+        got = _LEAF_TABLES[id(trans)] = (trans, accept, table)
+    return got[2]
 
 
 def _packed(out: list[tuple[int, int]]) -> bytes:
@@ -415,9 +453,15 @@ def walk_crossings(index: TokenIndex, rows: FrameRows, start: StackSet,
     if not index.keys:
         return np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
     inside, pairs = _kernel.walk_frames(*index.tables(), rows.number(start), rows.rows, rows.fill, rows,
-                                        rows.configs, _bits(follow), rows.blocked,
+                                        rows.configs, _follow_bits(follow), rows.blocked,
                                         rows.summaries if rows.summarizing else None, rows.leafy)
     return np.frombuffer(inside, dtype=np.int64), np.frombuffer(pairs, dtype=np.int64).reshape(-1, 2)
+
+
+@lru_cache(maxsize=1024)
+def _follow_bits(follow: frozenset[int]) -> bytes:
+    """:func:`_bits` of a rule's follow bytes, kept: every walk from the rule's states asks."""
+    return _bits(follow)
 
 
 def _bits(byte_set) -> bytes:
