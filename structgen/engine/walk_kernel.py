@@ -301,6 +301,8 @@ class FrameRows(SetRows):
         marker = ESCAPE if rule.lookahead is None else sm.guard(rule.lookahead, ESCAPE)
         code = self.code_of(frozenset((marker,)))
         table = _leaf_table(rule.trans, rule.accept)
+        if not table.live:  # no state reads a byte: no set of the rule is ever stepped
+            return [_DEAD] * len(rule.trans)
         intern = sm.intern
         sets = [frozenset((intern(rule_i, q, ESCAPE),)) for q in table.live]
         live = self._number_all(sets)
