@@ -103,10 +103,15 @@ class SetRows:
             with self._lock:
                 got = self._numbers.get(stacks)
                 if got is None:
-                    got = len(self.sets)
-                    self.sets.append(stacks)
-                    self.rows.append(None)  # before the number is known: the kernel may read it
-                    self._numbers[stacks] = got
+                    got = self._numbered(stacks)
+        return got
+
+    def _numbered(self, stacks: StackSet) -> int:
+        """The next number, given to ``stacks`` (the caller holds the lock, and found it new)."""
+        got = len(self.sets)
+        self.sets.append(stacks)
+        self.rows.append(None)  # before the number is known: the kernel may read it
+        self._numbers[stacks] = got
         return got
 
     def code_of(self, markers: frozenset[int]) -> int:
@@ -316,7 +321,7 @@ class FrameRows(SetRows):
             for r, k in enumerate(live):
                 if self.rows[k] is None:
                     self.rows[k] = bytearray(flat[r * 2048:(r + 1) * 2048])
-            top = max(live, default=-1)
+            top = max(live)
             if top >= len(self.leafy):
                 self.leafy.extend(bytes(top + 1 - len(self.leafy)))
             for k in live:
@@ -329,14 +334,8 @@ class FrameRows(SetRows):
     def _number_all(self, sets: list[StackSet]) -> list[int]:
         """:meth:`number` of each of ``sets``: under one lock, the new ones appended together."""
         with self._lock:
-            numbers = self._numbers
-            out = [numbers.get(s, -1) for s in sets]
-            for i, s in enumerate(sets):
-                if out[i] < 0:
-                    out[i] = numbers[s] = len(self.sets)
-                    self.sets.append(s)
-                    self.rows.append(None)
-        return out
+            got = self._numbers.get
+            return [k if (k := got(s)) is not None else self._numbered(s) for s in sets]
 
     def rebase(self, sid: int, parent: int) -> int:
         """Stack ``sid`` (its chain ending at the escape) with ``parent`` in the escape's place."""

@@ -37,9 +37,9 @@ from typing import Any, Literal
 
 from structgen.errors import SchemaError, UnsupportedFeatureError, no_value
 from structgen.core.ir import ByteClass, Expr, Fsm, Lit, Repeat, Seq, alt, seq
-from structgen.frontends.json_text import JSON_INTEGER, JSON_NUMBER
 from structgen.core.dfa import fsm_of_rows
 from structgen.core.regular import intersect
+from structgen.frontends.json_text import JSON_INTEGER, JSON_NUMBER
 from structgen.frontends.json_schema.values import tighter
 
 __all__ = ["number_ir", "Bounds", "read_bounds", "MAX_DIVISOR_STATES"]
