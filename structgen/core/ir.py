@@ -301,6 +301,22 @@ def digest(e: Expr) -> str:
     return got
 
 
+def _key_part(e: Expr) -> bool:
+    """Whether ``e`` is one spelling of a key's character: a literal, a rule, or a literal
+    then a rule (a backslash, then the character's escape rule)."""
+    return (type(e) is Lit or type(e) is Ref
+            or type(e) is Seq and len(e.items) == 2 and type(e.items[0]) is Lit and type(e.items[1]) is Ref)
+
+
+def _key_part_text(e: Expr) -> str:
+    """:func:`_text` of a :func:`_key_part`, written directly."""
+    if type(e) is Lit:
+        return repr(e.data)
+    if type(e) is Ref:
+        return "@" + repr(e.name)
+    return "S(" + repr(e.items[0].data) + "@" + repr(e.items[1].name) + ")"  # type: ignore[attr-defined]
+
+
 def _text(e: Expr) -> str:
     """``e`` written out, each part self-delimiting (so the text is unambiguous): a flat writer,
     about twice as fast as the dataclass ``repr`` it replaces (a large schema's rule bodies are
@@ -317,12 +333,12 @@ def _text(e: Expr) -> str:
             out.append("@" + repr(x.name))
         elif type(x) is ByteClass:
             out.append("B" + repr(x.ranges))
-        elif type(x) is Alt and len(x.items) <= 4 and all(type(i) is Lit or type(i) is Ref for i in x.items):
-            # a character of a key in any spelling ("k" | esc_6b): one shared node per
+        elif type(x) is Alt and len(x.items) <= 4 and all(map(_key_part, x.items)):
+            # a character of a key in any spelling ("k" | "\\" esc_6b): one shared node per
             # character, in every key; its text is kept on it
             got = x.__dict__.get("_text")
             if got is None:
-                got = "A(" + "".join(repr(i.data) if type(i) is Lit else "@" + repr(i.name) for i in x.items) + ")"
+                got = "A(" + "".join(map(_key_part_text, x.items)) + ")"
                 object.__setattr__(x, "_text", got)
             out.append(got)
         elif type(x) is Seq or type(x) is Alt:

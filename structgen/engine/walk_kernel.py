@@ -181,6 +181,9 @@ class SetRows:
 _SPLIT = -3  # a row entry _SPLIT - c: configuration c (compiled_walk.c's SPLIT)
 #: Leaf rules up to this many states have all their rows made at once (a 2 KiB row a state).
 _LEAF_STATES = 4096
+#: A frame of a rule with calls gets its row from the rule's steps where it reads at most this
+#: many bytes (a key's character: two); else its steps are made by byte, as the walk meets them
+_TABLE_ROW_BYTES = 16
 
 
 class FrameRows(SetRows):
@@ -201,9 +204,14 @@ class FrameRows(SetRows):
         #: per marker code, the bytes all its markers forbid next (32-byte bit sets; the kernel
         #: reads these to find crossings during the walk): code 0, no marker, lets nothing on
         self.blocked: list[bytes] = [b"\xff" * 32]
-        #: rules stepped from their table: plain automata with no calls (lexer tokens)
-        self._leafy = [not (r.counted or r.unordered is not None or any(r.calls))
-                       and len(r.trans) <= _LEAF_STATES for r in machine.rules]
+        #: rules stepped from their table: plain automata with no calls (lexer tokens), whose
+        #: states are sets of their own; and plain rules with calls, whose single frames on the
+        #: escape get their rows from the rule's steps (:meth:`_table_row`)
+        plain = [not (r.counted or r.unordered is not None) for r in machine.rules]
+        self._leafy = [p and not any(r.calls) and len(r.trans) <= _LEAF_STATES
+                       for p, r in zip(plain, machine.rules)]
+        self._tabled = [p and any(r.calls) for p, r in zip(plain, machine.rules)]
+        self._table_sets: dict[int, tuple[int, dict[int, int]]] = {}  # per rule: code, set of each state
         #: the kernel reads these: ``leafy[k]`` where set ``k`` is a token's state alone, and
         #: ``summaries`` of what such a set reads below a node, made by the first walk that
         #: meets it there (``compiled_walk.c``, "token summaries")
@@ -281,15 +289,54 @@ class FrameRows(SetRows):
 
     def fill(self, k: int, byte: int) -> None:
         """:meth:`SetRows.fill`, where a leaf rule's state alone has its rows made for every
-        state of the rule at once."""
+        state of the rule at once, and another plain rule's frame alone its row from the
+        rule's steps (:meth:`_table_row`)."""
         if byte < 0 and self.rows[k] is None and len(self.sets[k]) == 1:
             (s,) = self.sets[k]
             rule_i, state, up = self.sm.frames[s]
-            if up == ESCAPE and rule_i >= 0 and self._leafy[rule_i]:
-                self._leaf_set(rule_i, state)  # type: ignore[arg-type]
+            if up == ESCAPE and rule_i >= 0:
+                if self._leafy[rule_i]:
+                    self._leaf_set(rule_i, state)  # type: ignore[arg-type]
+                elif self._tabled[rule_i]:
+                    self._table_row(k, rule_i, state)  # type: ignore[arg-type]
                 if self.rows[k] is not None:
                     return
         super().fill(k, byte)
+
+    def _table_row(self, k: int, rule_i: int, q: int) -> None:
+        """Make row ``k``, the set of frame ``(rule_i, q)`` alone on the escape, from the rule's
+        steps, where ``q`` reads a few bytes: a byte into a state that calls nothing steps to
+        that state's frame alone (and the rule's escape marker where it accepts), as a leaf
+        rule's; a byte into a state that calls is left unknown, for :meth:`fill` to step. A
+        walk along a key (whose states call nothing but after a backslash) then asks Python
+        once per state, not per state and byte; the sets it numbers are the ones the steps
+        would (the same frame alone)."""
+        sm = self.sm
+        rule = sm.rules[rule_i]
+        trans, calls, accept = rule.trans, rule.calls, rule.accept
+        reads = trans[q]
+        if not reads or len(reads) > _TABLE_ROW_BYTES:
+            return  # many bytes: stepped by fill, only those a walk meets, in groups
+        got = self._table_sets.get(rule_i)
+        if got is None:
+            marker = ESCAPE if rule.lookahead is None else sm.guard(rule.lookahead, ESCAPE)
+            got = self._table_sets.setdefault(rule_i, (self.code_of(frozenset((marker,))), {}))
+        code, sets = got
+        row = array("i", _DEAD_ROW)
+        for b, t in reads.items():
+            if calls[t]:
+                row[b] = _UNKNOWN
+                continue
+            if trans[t]:
+                k_t = sets.get(t)
+                if k_t is None:
+                    k_t = sets[t] = self.number(frozenset((sm.intern(rule_i, t, ESCAPE),)))
+                row[b] = k_t
+            if accept[t]:
+                row[256 + b] = code
+        with self._lock:
+            if self.rows[k] is None:
+                self.rows[k] = bytearray(row.tobytes())
 
     def _leaf_set(self, rule_i: int, q: int) -> int:
         """The set number of leaf rule ``rule_i``'s state ``q`` alone on the escape; the first

@@ -166,9 +166,9 @@ class _Converter:
             got = _WALKED_KEYS[key] = _walked_key(key)
         expr, escapes = got
         for name, ch in escapes:
-            if name not in self.rules:
+            if name not in self.rules:  # the escaped spellings, after their backslash
                 options = char_encodings(ch)
-                self.rule(name, alt(*(Lit(x) for x in options if x.startswith(b"\\"))))
+                self.rule(name, alt(*(Lit(x[1:]) for x in options if x.startswith(b"\\"))))
         return expr
 
     def rule(self, name: str, body: Expr) -> Ref:
@@ -403,7 +403,11 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
 def _walked_key(key: str) -> tuple[Expr, tuple[tuple[str, str], ...]]:
     """A key in any JSON spelling, and the escape rules it calls (``(name, character)``): the
     escaped spellings of a character (up to 16 for one letter) are one shared rule per
-    character, so a key costs a state per character, not six, in every rule it is in."""
+    character, so a key costs two states per character, not six, in every rule it is in.
+
+    The rule is called after the backslash, not in its place: a state inside a key then
+    calls nothing, so a walk along the key steps one frame, from its rule's table
+    (:class:`structgen.engine.walk_kernel.FrameRows`), not a frame and a call per character."""
     parts: list[Expr] = [Lit(b'"')]
     escapes: dict[str, str] = {}
     for ch in key:
@@ -424,7 +428,7 @@ def _key_char(ch: str) -> tuple[tuple[Expr, ...], "str | None"]:
     if len(raw) == len(options):
         return raw, None
     name = f"esc_{ord(ch):x}"
-    return (alt(*raw, Ref(name)),), name
+    return (alt(*raw, Seq((Lit(b"\\"), Ref(name)))),), name
 
 
 #: key -> :func:`_walked_key` of it (IR nodes are immutable: one copy serves every schema).
