@@ -16,8 +16,8 @@ import structgen
 from sql_data import pairs
 from structgen.engine.masks import walk_keys
 from structgen.engine.vocab import Vocabulary, vocabulary_for
-from structgen.engine.walk_kernel import (FrameRows, SetRows, crossing_keys, kernel_available, kernel_built,
-                                          walk_crossings, walk_index)
+from structgen.engine.walk_kernel import (_EAGER_LEAF_STATES, FrameRows, SetRows, crossing_keys, kernel_available,
+                                          kernel_built, walk_crossings, walk_index)
 
 C_LIKE = r'''
 start: func+
@@ -234,6 +234,39 @@ def test_frame_rows_step_a_token_once_for_every_rule_that_calls_it(smollm2_token
     assert steps["sets"] > 5000  # the names' states, stepped once per calling rule
     assert token_steps["sets"] > 3000 and token_steps["frames"] == 0, token_steps
     assert steps["frames"] < steps["sets"] / 10, steps  # measured: 18,660 and 41
+
+
+def test_a_large_token_gets_each_row_when_a_walk_first_needs_it(smollm2_tokenizer):
+    # a leaf rule past _EAGER_LEAF_STATES (a pattern's string: 2,103 states) is numbered and
+    # given rows one state at a time, each row whole (no step of it asked of Python), and its
+    # walks find what the Python walk finds
+    schema = {"type": "object", "properties": {"w": {"type": "string", "pattern": "^[a-z]{1,300}$"}}}
+    compiled = structgen.compile_json_schema(schema, smollm2_tokenizer)
+    sm = compiled.matcher().machine
+    index = vocabulary_for(smollm2_tokenizer).index
+    rows = FrameRows(sm)
+    big = [r for r in range(len(sm.rules)) if rows._leafy[r] and not rows._eager[r]]
+    assert big and len(sm.rules[big[0]].trans) > _EAGER_LEAF_STATES
+    fill, stepped = rows.fill, []
+
+    def counted(k, b):
+        stepped.append(b >= 0 and any(sm.frames[s][0] in big for s in rows.sets[k]))
+        fill(k, b)
+
+    rows.fill = counted  # type: ignore[method-assign]
+    starts = {sm.isolated(sid) for stacks in _states(compiled, smollm2_tokenizer, '{"w": "abcdefgh"}')
+              for sid in stacks if sm.frames[sid][0] >= 0}
+    for iso in sorted(starts):
+        reported: set[tuple[int, int, frozenset[int]]] = set()
+        want = walk_keys(index.keys, frozenset((iso,)), sm.step_set, sm.next_bytes,
+                         on_escape=lambda i, d, f: reported.add((i, d, f)), escapes=sm.escapes,
+                         ends=index.subtree_end)
+        keys, escapes = walk_index(index, rows, frozenset((iso,)))
+        assert keys.tolist() == want
+        assert {(i, d, sm.escapes[x]) for i, d, c in escapes.tolist() for x in rows.markers[abs(c)]} == reported
+    made = len(rows._rule_sets(big[0])[1])
+    assert 10 < made < len(sm.rules[big[0]].trans) / 4, made
+    assert not any(stepped)
 
 
 @pytest.mark.parametrize("tokenizer_name", ["smollm2_tokenizer", "gemma_tokenizer"])

@@ -179,8 +179,11 @@ class SetRows:
 
 
 _SPLIT = -3  # a row entry _SPLIT - c: configuration c (compiled_walk.c's SPLIT)
-#: Leaf rules up to this many states have all their rows made at once (a 2 KiB row a state).
+#: Leaf rules up to this many states are stepped from tables; up to ``_EAGER_LEAF_STATES``, all
+#: their rows are made at once (a 2 KiB row a state; SQL's name token has 436), above it each row
+#: when a walk first needs it (a pattern's 3,280-state string: 50 ms and 6.7 MB at once)
 _LEAF_STATES = 4096
+_EAGER_LEAF_STATES = 1024
 #: A frame of a rule with calls gets its row from the rule's steps where it reads at most this
 #: many bytes (a key's character: two); else its steps are made by byte, as the walk meets them
 _TABLE_ROW_BYTES = 16
@@ -211,6 +214,7 @@ class FrameRows(SetRows):
         self._leafy = [p and not any(r.calls) and len(r.trans) <= _LEAF_STATES
                        for p, r in zip(plain, machine.rules)]
         self._tabled = [p and any(r.calls) for p, r in zip(plain, machine.rules)]
+        self._eager = [leaf and len(r.trans) <= _EAGER_LEAF_STATES for leaf, r in zip(self._leafy, machine.rules)]
         self._table_sets: dict[int, tuple[int, dict[int, int]]] = {}  # per rule: code, set of each state
         #: the kernel reads these: ``leafy[k]`` where set ``k`` is a token's state alone, and
         #: ``summaries`` of what such a set reads below a node, made by the first walk that
@@ -295,9 +299,9 @@ class FrameRows(SetRows):
             (s,) = self.sets[k]
             rule_i, state, up = self.sm.frames[s]
             if up == ESCAPE and rule_i >= 0:
-                if self._leafy[rule_i]:
+                if self._eager[rule_i]:
                     self._leaf_set(rule_i, state)  # type: ignore[arg-type]
-                elif self._tabled[rule_i]:
+                elif self._leafy[rule_i] or self._tabled[rule_i]:
                     self._table_row(k, rule_i, state)  # type: ignore[arg-type]
                 if self.rows[k] is not None:
                     return
@@ -310,18 +314,14 @@ class FrameRows(SetRows):
         rule's; a byte into a state that calls is left unknown, for :meth:`fill` to step. A
         walk along a key (whose states call nothing but after a backslash) then asks Python
         once per state, not per state and byte; the sets it numbers are the ones the steps
-        would (the same frame alone)."""
-        sm = self.sm
-        rule = sm.rules[rule_i]
+        would (the same frame alone). A large leaf rule's rows are made here too, one state at
+        a time, whatever it reads."""
+        rule = self.sm.rules[rule_i]
         trans, calls, accept = rule.trans, rule.calls, rule.accept
         reads = trans[q]
-        if not reads or len(reads) > _TABLE_ROW_BYTES:
+        if not reads or (len(reads) > _TABLE_ROW_BYTES and not self._leafy[rule_i]):
             return  # many bytes: stepped by fill, only those a walk meets, in groups
-        got = self._table_sets.get(rule_i)
-        if got is None:
-            marker = ESCAPE if rule.lookahead is None else sm.guard(rule.lookahead, ESCAPE)
-            got = self._table_sets.setdefault(rule_i, (self.code_of(frozenset((marker,))), {}))
-        code, sets = got
+        code, sets = self._rule_sets(rule_i)
         row = array("i", _DEAD_ROW)
         for b, t in reads.items():
             if calls[t]:
@@ -329,19 +329,48 @@ class FrameRows(SetRows):
                 continue
             if trans[t]:
                 k_t = sets.get(t)
-                if k_t is None:
-                    k_t = sets[t] = self.number(frozenset((sm.intern(rule_i, t, ESCAPE),)))
-                row[b] = k_t
+                row[b] = k_t if k_t is not None else self._single_set(rule_i, t)
             if accept[t]:
                 row[256 + b] = code
         with self._lock:
             if self.rows[k] is None:
                 self.rows[k] = bytearray(row.tobytes())
 
+    def _rule_sets(self, rule_i: int) -> tuple[int, dict[int, int]]:
+        """The code of the rule's escape marker, and the sets of its states alone numbered so far."""
+        got = self._table_sets.get(rule_i)
+        if got is None:
+            sm, rule = self.sm, self.sm.rules[rule_i]
+            marker = ESCAPE if rule.lookahead is None else sm.guard(rule.lookahead, ESCAPE)
+            got = self._table_sets.setdefault(rule_i, (self.code_of(frozenset((marker,))), {}))
+        return got
+
+    def _single_set(self, rule_i: int, q: int) -> int:
+        """The number of the set of frame ``(rule_i, q)`` alone on the escape (a leaf rule's is
+        marked in :attr:`leafy` before the number is returned); ``_DEAD`` for a leaf state that
+        reads nothing, as :meth:`_leaf_rows` gives."""
+        sets = self._rule_sets(rule_i)[1]
+        got = sets.get(q)
+        if got is None:
+            leaf = self._leafy[rule_i]
+            if leaf and not self.sm.rules[rule_i].trans[q]:
+                return _DEAD
+            got = self.number(frozenset((self.sm.intern(rule_i, q, ESCAPE),)))
+            if leaf:
+                with self._lock:
+                    if got >= len(self.leafy):
+                        self.leafy.extend(bytes(got + 1 - len(self.leafy)))
+                    self.leafy[got] = 1
+            sets[q] = got
+        return got
+
     def _leaf_set(self, rule_i: int, q: int) -> int:
         """The set number of leaf rule ``rule_i``'s state ``q`` alone on the escape; the first
         call for a rule numbers all its states and makes their rows, from the rule's table (a
-        state's step is the next state alone, and the rule's escape marker where it accepts)."""
+        state's step is the next state alone, and the rule's escape marker where it accepts);
+        a large rule's are numbered one by one, and their rows made as walks reach them."""
+        if not self._eager[rule_i]:
+            return self._single_set(rule_i, q)
         nums = self._leaf_nums.get(rule_i)
         if nums is None:
             nums = self._leaf_nums.setdefault(rule_i, self._leaf_rows(rule_i))
