@@ -358,11 +358,17 @@ class FrameRows(SetRows):
             got = self.number(frozenset((self.sm.intern(rule_i, q, ESCAPE),)))
             if leaf:
                 with self._lock:
-                    if got >= len(self.leafy):
-                        self.leafy.extend(bytes(got + 1 - len(self.leafy)))
-                    self.leafy[got] = 1
+                    self._mark_leafy((got,))
             sets[q] = got
         return got
+
+    def _mark_leafy(self, ks: "list[int] | tuple[int, ...]") -> None:
+        """Mark sets ``ks`` in :attr:`leafy` (the caller holds the lock)."""
+        top = max(ks)
+        if top >= len(self.leafy):
+            self.leafy.extend(bytes(top + 1 - len(self.leafy)))
+        for k in ks:
+            self.leafy[k] = 1
 
     def _leaf_set(self, rule_i: int, q: int) -> int:
         """The set number of leaf rule ``rule_i``'s state ``q`` alone on the escape; the first
@@ -379,8 +385,7 @@ class FrameRows(SetRows):
     def _leaf_rows(self, rule_i: int) -> list[int]:
         sm = self.sm
         rule = sm.rules[rule_i]
-        marker = ESCAPE if rule.lookahead is None else sm.guard(rule.lookahead, ESCAPE)
-        code = self.code_of(frozenset((marker,)))
+        code = self._rule_sets(rule_i)[0]
         table = _leaf_table(rule.trans, rule.accept)
         if not table.live:  # no state reads a byte: no set of the rule is ever stepped
             return [_DEAD] * len(rule.trans)
@@ -397,11 +402,7 @@ class FrameRows(SetRows):
             for r, k in enumerate(live):
                 if self.rows[k] is None:
                     self.rows[k] = bytearray(flat[r * 2048:(r + 1) * 2048])
-            top = max(live)
-            if top >= len(self.leafy):
-                self.leafy.extend(bytes(top + 1 - len(self.leafy)))
-            for k in live:
-                self.leafy[k] = 1
+            self._mark_leafy(live)
         nums = [_DEAD] * len(rule.trans)
         for q, k in zip(table.live, live):
             nums[q] = k
