@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_VERSION 5
+#define KERNEL_VERSION 6
 
 typedef struct {
     uint64_t w[4];
@@ -671,10 +671,11 @@ static PyObject *ranges_text(Ints *texts, PyObject *label, int32_t id) {
     return *slot;
 }
 
-/* One class's automaton: trimmed to `acc` (state 0 kept), minimized, as (rows, accept),
- * and with byte_class the text structgen.core.ir writes of the automaton for its digest. */
+/* One class's automaton: trimmed to `acc` (state 0 kept), minimized unless `minimal` is 0, as
+ * (rows, accept), and with byte_class the text structgen.core.ir writes of the automaton for its
+ * digest. */
 static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, Ints *classes, Ints *texts,
-                           PyObject *byte_class, const int32_t *cls, int32_t c, Py_ssize_t *visits) {
+                           PyObject *byte_class, const int32_t *cls, int32_t c, int minimal, Py_ssize_t *visits) {
     Py_ssize_t n = p->pa.len;
     const int32_t *off = (const int32_t *)p->off.data, *tgt = (const int32_t *)p->etgt.data,
                   *mid = (const int32_t *)p->emask.data;
@@ -712,7 +713,10 @@ static PyObject *one_class(const Product *p, Masks *ms, Ints *ints, Ints *classe
     }
     memcpy(keep, live, n);
     keep[0] = 1;
-    if (refine(p, keep, acc, n, block, visits) < 0)
+    if (!minimal) /* each kept state its own block: trimmed only, numbered as dfa.trim_rows */
+        for (Py_ssize_t q = 0; q < n; q++)
+            block[q] = (int32_t)q;
+    else if (refine(p, keep, acc, n, block, visits) < 0)
         goto out;
     /* number the blocks by first kept member, state 0's first */
     Py_ssize_t nblocks = 0;
@@ -851,8 +855,10 @@ out:
     return result;
 }
 
-/* split_product(a_off, a_mask, a_tgt, a_accept, b_off, b_mask, b_tgt, b_class, limit[, byte_class])
+/* split_product(a_off, a_mask, a_tgt, a_accept, b_off, b_mask, b_tgt, b_class, limit[, byte_class[, minimal]])
  *   -> (states, visits, [(class, rows, accept), ...]) or (states, visits, None) past `limit`;
+ * minimal=False leaves each class trimmed, not minimized (a length counter's product: Moore
+ * refinement takes a round per count, and the counts are distinct states anyway);
  * given byte_class (a mask -> IR ByteClass), rows and accept are an IR Fsm's edges and accept,
  * and each class also has the text structgen.core.ir's _fsm_text writes of that Fsm (bytes):
  * (class, rows, accept, text). Writing it here, from each class's text made once, spares
@@ -876,7 +882,9 @@ static PyObject *split_product(PyObject *self, PyObject *args) {
     int32_t *cls = NULL;
     char *seen = NULL;
     PyObject *byte_class = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOy*OOOy*n|O", &ao, &am, &at, &aacc, &bo, &bm, &bt, &bcls, &limit, &byte_class))
+    int minimal = 1;
+    if (!PyArg_ParseTuple(args, "OOOy*OOOy*n|Op", &ao, &am, &at, &aacc, &bo, &bm, &bt, &bcls, &limit, &byte_class,
+                          &minimal))
         return NULL;
     if (byte_class == Py_None)
         byte_class = NULL;
@@ -935,7 +943,7 @@ static PyObject *split_product(PyObject *self, PyObject *args) {
             continue;
         seen[cls[q]] = 1;
         Py_ssize_t v = 0; /* as minimize_rows counts: per class */
-        PyObject *one = one_class(&p, &ms, &ints, &classes_of, &texts, byte_class, cls, cls[q], &v);
+        PyObject *one = one_class(&p, &ms, &ints, &classes_of, &texts, byte_class, cls, cls[q], minimal, &v);
         if (!one || PyList_Append(classes, one) < 0) {
             Py_XDECREF(one);
             goto out;

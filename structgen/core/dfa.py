@@ -167,10 +167,11 @@ def product_rows(ra: Rows, rb: Rows, limit: int, what: str) -> tuple[Rows, list[
 
 
 def split_product(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | array", limit: int,
-                  what: str) -> list[tuple[int, Rows, list[bool]]]:
+                  what: str, *, minimal: bool = True) -> list[tuple[int, Rows, list[bool]]]:
     """The product of two grouped automata, accepting apart by class: a state ``(p, q)`` accepts
     in class ``class_b[q]`` (in none where it is -1) when ``a`` accepts at ``p``. For each class
-    (in the order its first state is explored): ``(class, rows, accept)``, trimmed and minimized.
+    (in the order its first state is explored): ``(class, rows, accept)``, trimmed and minimized
+    (only trimmed with ``minimal=False``).
 
     The same as :func:`product_rows`, then :func:`trim_rows` and :func:`minimize_rows` per
     class, states numbered alike, and charged to the budget alike; in C where
@@ -188,12 +189,17 @@ def split_product(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] 
         for i, (p, q) in enumerate(order):
             if accept_a[p] and class_b[q] >= 0:
                 classes.setdefault(class_b[q], [False] * len(order))[i] = True
-        return [(c, *minimize_rows(*trim_rows(rows, acc))) for c, acc in classes.items()]
-    return _split_in_c(ra, accept_a, rb, class_b, limit, what, None)
+        finish = minimize_rows if minimal else _as_they_are
+        return [(c, *finish(*trim_rows(rows, acc))) for c, acc in classes.items()]
+    return _split_in_c(ra, accept_a, rb, class_b, limit, what, None, minimal)
+
+
+def _as_they_are(rows: Rows, accept: list[bool]) -> tuple[Rows, list[bool]]:
+    return rows, accept
 
 
 def split_fsms(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | array", limit: int,
-               what: str) -> list[tuple[int, Fsm]]:
+               what: str, *, minimal: bool = True) -> list[tuple[int, Fsm]]:
     """:func:`split_product`, each class's automaton as an IR :class:`Fsm` node (the same node as
     :func:`fsm_of_rows` makes of its rows; in C, the kernel builds the node's edges itself).
 
@@ -203,18 +209,18 @@ def split_fsms(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | a
     """
     if not kernel_available():
         return [(c, fsm_of_rows(rows, accept)) for c, rows, accept in
-                split_product(ra, accept_a, rb, class_b, limit, what)]
-    got = _split_in_c(ra, accept_a, rb, class_b, limit, what, _class_of_mask)
+                split_product(ra, accept_a, rb, class_b, limit, what, minimal=minimal)]
+    got = _split_in_c(ra, accept_a, rb, class_b, limit, what, _class_of_mask, minimal)
     return [(c, written_fsm(edges, accept, text)) for c, edges, accept, text in got]
 
 
 def _split_in_c(ra: Rows, accept_a: list[bool], rb: Rows, class_b: "list[int] | array", limit: int,
-                what: str, byte_class: "Callable[[int], ByteClass] | None") -> list:
+                what: str, byte_class: "Callable[[int], ByteClass] | None", minimal: bool) -> list:
     """compiled_dfa.split_product, charged to the budget as :func:`_explored` and
     :func:`minimize_rows` charge the same work."""
     classes = class_b if isinstance(class_b, array) else array("i", class_b)
     n, visits, got = _kernel.split_product(*_packed(ra), bytes(accept_a), *_shared_packed(rb), classes, limit,
-                                           byte_class)
+                                           byte_class, minimal)
     # what _explored charges for n states: 256 at a time as they are numbered, the rest at the end
     charge((n - 1) // 256 * 256 * PRODUCT_STATE_UNITS, what)
     if got is None:

@@ -25,9 +25,10 @@ from typing import Callable
 
 from structgen.core.budget import once_per_compile
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows,
-                                kernel_available, minimize, minimize_rows, product_rows, rows_of, split_product,
+                                kernel_available, minimize, minimize_rows, product_rows, rows_of, split_fsms, split_product,
                                 trim, trim_rows)
 from structgen.core.ir import Expr, Fsm
+from structgen.core.memo import Recent
 
 __all__ = ["to_fsm", "intersect", "difference", "shortest_matches", "matches", "state_count", "length_range",
            "DEFAULT_STATE_LIMIT"]
@@ -80,12 +81,14 @@ def _kernel_product(ra: Rows, aa: list[bool], rb: Rows, class_b: list[int], limi
 def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DEFAULT_STATE_LIMIT,
                 what: str = "length") -> Fsm:
     """The strings of ``e`` that are ``lo``..``hi`` repetitions of ``char`` (a prefix-free
-    language: one character in its spellings), as a minimal DFA.
+    language: one character in its spellings), as a minimal DFA (made once per compile for the
+    same arguments).
 
-    The same language as ``intersect(e, Repeat(char, lo, hi))`` (trimmed, not minimized), built without unrolling the
-    count: the walk pairs ``e``'s states with the character automaton and the count so far, and
-    visits only the pairs ``e`` lets through (a pattern of ASCII letters and a ``maxLength`` of
-    146 is a few hundred states, not the 3,000 of 146 unrolled JSON characters).
+    The same language as ``intersect(e, Repeat(char, lo, hi))``, built without unrolling the
+    count into IR: the product pairs ``e``'s states with a counter automaton (the character's
+    states times the count so far, :func:`_counter_rows`) and visits only the pairs ``e`` lets
+    through (a pattern of ASCII letters and a ``maxLength`` of 146 is a few hundred states, not
+    the 3,000 of 146 unrolled JSON characters).
 
     >>> from structgen.core.ir import ByteClass, Repeat
     >>> ab = Repeat(ByteClass.of("ab"), 0, None)
@@ -93,28 +96,48 @@ def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DE
     >>> [matches(fsm, w) for w in (b"a", b"ab", b"aba", b"abab", b"ac")]
     [False, True, True, False, False]
     """
+    return once_per_compile(("length", e, char, lo, hi, limit), lambda: _with_length(e, char, lo, hi, limit, what))
+
+
+def _with_length(e: Expr, char: Expr, lo: int, hi: int | None, limit: int, what: str) -> Fsm:
     (ra, aa), (rc, ac) = rows_of(e), rows_of(char)  # bytes per target: a step never visits single bytes
-    cap = hi if hi is not None else lo  # without an upper bound, counts past lo behave alike
-
-    def step(state: tuple[int, int, int]):
-        p, c, n = state
-        row_c = rc[c]
-        for bs, p2 in ra[p]:
-            for bs_c, c2 in row_c:
-                both = bs & bs_c
-                if not both:
-                    continue
-                n2 = n
-                if ac[c2]:  # a character complete: count it, start the next
-                    c2, n2 = 0, min(n + 1, cap) if hi is None else n + 1
-                    if hi is not None and n2 > hi:
-                        continue
-                yield both, (p2, c2, n2)
-
-    rows, order = explore_rows((0, 0, 0), step, limit, what)
+    rb, ab = _counter_rows(char, rc, ac, lo, hi)
     # Not minimized: the counts are distinct states anyway (exactness needs them), and Moore
-    # refinement takes one pass per count to find that out.
-    return fsm_of_rows(*trim_rows(rows, [aa[p] and c == 0 and n >= lo for p, c, n in order]))
+    # refinement takes one round per count to find that out.
+    got = split_fsms(ra, aa, rb, [0 if x else -1 for x in ab], limit, what, minimal=False)
+    return got[0][1] if got else fsm_of_rows([[]], [False])
+
+
+def _counter_rows(char: Expr, rc: Rows, ac: list[bool], lo: int, hi: int | None) -> tuple[Rows, list[bool]]:
+    """The automaton of ``lo``..``hi`` repetitions of ``char`` as a counter: state
+    ``n * len(rc) + c`` is character state ``c`` after ``n`` whole characters (without an upper
+    bound, counts past ``lo`` behave alike and stop at ``lo``). Made once per process for the
+    same arguments (a ``maxLength`` of 255 recurs across schemas; 34 states a count for a JSON
+    character)."""
+    key = (char, lo, hi)
+    got = _COUNTERS.get(key)
+    if got is None:
+        width, cap = len(rc), hi if hi is not None else lo
+        # per character state: (bytes, character state next or -1 where a character completes)
+        steps = [[(bs, -1 if ac[c2] else c2) for bs, c2 in row] for row in rc]
+        rows: Rows = []
+        for n in range(cap + 1):
+            done = (n + 1) * width if hi is not None else min(n + 1, cap) * width  # state 0 of the next count
+            last = hi is not None and n == hi  # no character may complete past hi
+            for row in steps:
+                by_target: dict[int, int] = {}
+                for bs, c2 in row:
+                    if c2 >= 0 or not last:
+                        t = n * width + c2 if c2 >= 0 else done
+                        by_target[t] = by_target.get(t, 0) | bs
+                rows.append([(bs, t) for t, bs in by_target.items()])
+        accept = [c == 0 and n >= lo for n in range(cap + 1) for c in range(width)]
+        got = _COUNTERS[key] = (rows, accept)
+    return got
+
+
+#: ``(char, lo, hi)`` -> counter automaton (:func:`_counter_rows`)
+_COUNTERS: Recent[tuple, tuple[Rows, list[bool]]] = Recent(32)
 
 
 def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str = "difference") -> Fsm:
