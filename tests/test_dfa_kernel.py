@@ -222,3 +222,54 @@ def test_fsm_nodes_made_in_c_are_those_of_the_rows(seed, monkeypatch):
     for _, fsm in out[1]:  # its digest came from the kernel's text: the text Python writes
         assert "_fsm_digest" in fsm.__dict__
         assert fsm.__dict__["_fsm_digest"] == ir._fsm_digest(Fsm(fsm.edges, fsm.accept))
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_unminimized_splits_alike_and_only_trimmed(seed, monkeypatch):
+    """minimal=False: the same rows in C and in Python, and those are the product trimmed
+    (trim_rows of product_rows: same states, same numbers), nothing merged."""
+    rng = random.Random(seed)
+    ra, rb = random_rows(rng, rng.randint(1, 30)), random_rows(rng, rng.randint(1, 30))
+    accept_a = [rng.random() < 0.4 for _ in ra]
+    class_b = [rng.choice([-1, 0]) for _ in rb]
+    out = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", on)
+        out.append(dfa.split_product(ra, accept_a, rb, class_b, 10_000, "test", minimal=False))
+    assert out[1] == out[0]
+    rows, order = dfa.product_rows(ra, rb, 10_000, "test")
+    trimmed = dfa.trim_rows(rows, [accept_a[p] and class_b[q] == 0 for p, q in order])
+    assert out[1] == ([(0, *trimmed)] if any(trimmed[1]) else [])
+
+
+@pytest.mark.parametrize("pattern", ["^[a-z]+$", "^[^/]+(/[^/]+)*$", "ab", "^(a|é|中)*$", "^x{2,5}y?$"])
+@pytest.mark.parametrize("lo, hi", [(0, 0), (1, 1), (2, 5), (0, 40), (3, None)])
+def test_lengths_beside_a_pattern_alike_in_c_and_python(pattern, lo, hi, monkeypatch):
+    """regular.with_length (a pattern's product with a character counter) gives the same node
+    in C and in Python, and the language of the pattern intersected with the unrolled count."""
+    from structgen.core import regular
+    from structgen.frontends.json_text import JSON_CHAR
+    from structgen.frontends.regex.ecma import pattern_to_ir
+
+    e = pattern_to_ir(pattern)
+    out = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("STRUCTGEN_DFA_KERNEL", on)
+        out.append(regular.with_length(e, JSON_CHAR, lo, hi))
+    assert out[1] == out[0]
+    unrolled = regular.intersect(e, ir.Repeat(JSON_CHAR, lo, hi))
+    for one, other in ((out[1], unrolled), (unrolled, out[1])):
+        rows, accept = dfa.trim_rows(*dfa.rows_of(regular.difference(one, other)))
+        assert not any(accept)
+
+
+def test_lengths_beside_a_pattern_are_made_and_charged_once_per_compile():
+    from structgen.core import regular
+    from structgen.core.budget import room
+    from structgen.frontends.json_text import JSON_CHAR
+
+    e = ir.Repeat(ByteClass.of("a-z"), 1, None)
+    with compile_budget(10**6):
+        first = regular.with_length(e, JSON_CHAR, 0, 100)
+        spent = 10**6 - room()
+        assert regular.with_length(e, JSON_CHAR, 0, 100) is first and 10**6 - room() == spent > 0
