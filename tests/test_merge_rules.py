@@ -1,0 +1,117 @@
+"""Equal rules merged (:mod:`structgen.core.merge_rules`): fewer rules, the same language.
+
+Small grammars show each case (aliases, merges that cascade, lookaheads, the start rule).
+Real MaskBench schemas that repeat themselves show the point (far fewer rules) and that nothing
+changed: their grammars with and without merging, walked byte by byte along every labelled
+instance, allow the same bytes and end at the same places.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import maskbench as mb
+from structgen.core.ir import ByteClass, Grammar, Lit, Ref, Repeat, alt, seq
+from structgen.core.merge_rules import merge_equal_rules
+from structgen.engine.compiler import Compiler
+from structgen.engine.vocab import Vocabulary
+from structgen.frontends.json_schema import translate
+
+BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+
+
+def rules_of(grammar: Grammar) -> dict[str, str]:
+    return {name: str(body) for name, body in grammar.rules}
+
+
+def test_nothing_to_merge_is_the_same_grammar():
+    g = Grammar.of("root", root=seq(Ref("a"), Ref("b")), a=Lit(b"x"), b=Lit(b"y"))
+    assert merge_equal_rules(g) is g
+
+
+def test_merges_cascade_to_the_callers():
+    """Two objects whose members merge become equal themselves, and their caller calls one."""
+    g = Grammar.of("root", root=seq(Ref("o1"), Ref("o2")),
+                   o1=seq(Lit(b"{"), Ref("m1"), Lit(b"}")), o2=seq(Lit(b"{"), Ref("m2"), Lit(b"}")),
+                   m1=seq(Lit(b'"k":'), Ref("v1")), m2=seq(Lit(b'"k":'), Ref("v2")),
+                   v1=Repeat(ByteClass.of("0-9"), 1, None), v2=Repeat(ByteClass.of("0-9"), 1, None))
+    assert rules_of(merge_equal_rules(g)) == {"root": "o1 o1", "o1": '"{" m1 "}"', "m1": '"\\"k\\":" v1',
+                                              "v1": "[0-9]+"}
+
+
+def test_aliases_are_resolved_but_the_start_rule_stays():
+    g = Grammar.of("root", root=Ref("a"), a=Ref("b"), b=seq(Lit(b"x"), Ref("c")), c=Ref("a"))
+    merged = merge_equal_rules(g)
+    assert merged.start == "root" and rules_of(merged) == {"root": "b", "b": '"x" b'}
+
+
+def test_the_start_rule_keeps_its_name_when_a_rule_before_it_is_equal():
+    g = Grammar((("a", Lit(b"x")), ("root", Lit(b"x"))), "root")
+    merged = merge_equal_rules(g)
+    assert merged.start == "root" and rules_of(merged) == {"root": '"x"'}
+
+
+def test_lookaheads_keep_rules_apart():
+    """Equal bodies with different lookaheads are different tokens; an alias with a lookahead
+    of its own is kept."""
+    word = Repeat(ByteClass.of("a-z"), 1, None)
+    g = Grammar((("root", seq(Ref("a"), Ref("b"), Ref("c"), Ref("d"))), ("a", word), ("b", word), ("c", word),
+                 ("d", Ref("a"))), "root", (("b", frozenset(b"x")), ("c", frozenset(b"x")), ("d", frozenset(b"y"))))
+    merged = merge_equal_rules(g)
+    assert rules_of(merged) == {"root": "a b b d", "a": "[a-z]+", "b": "[a-z]+", "d": "a"}
+    assert merged.lookahead == (("b", frozenset(b"x")), ("d", frozenset(b"y")))
+
+
+def test_recursive_rules_are_merged_where_their_bodies_are_equal():
+    item = alt(Lit(b"0"), seq(Lit(b"["), Ref("list"), Lit(b"]")))
+    g = Grammar.of("root", root=alt(Ref("x"), Ref("y")), x=item, y=item, list=Repeat(Ref("x"), 0, None))
+    assert rules_of(merge_equal_rules(g)) == {"root": "x", "x": '"0" | "[" list "]"', "list": "x*"}
+
+
+def unmerged(schema, monkeypatch) -> Grammar:
+    with monkeypatch.context() as patch:
+        patch.setattr(translate, "merge_equal_rules", lambda g: g)
+        return translate.translate_schema(schema, whitespace="compact")[0]
+
+
+#: MaskBench schemas that repeat themselves (rules before merging -> after, at the time of writing)
+REPEATING = ("Github_hard---o13024.json",            # 566 -> 132
+             "JsonSchemaStore---prometheus.json",    # 1,547 -> 311
+             "JsonSchemaStore---circleciconfig.json")  # 1,344 -> 483
+
+
+@pytest.fixture(scope="module")
+def repeating_rows():
+    if not mb.available():
+        pytest.fail(f"MaskBench data not found at {mb.MASKBENCH}")
+    rows = {row["name"]: row for row in mb.iter_rows() if row["name"] in REPEATING}
+    return [rows[name] for name in REPEATING]
+
+
+def test_real_schemas_that_repeat_themselves_merge_into_far_fewer_rules(repeating_rows, monkeypatch):
+    for row in repeating_rows:
+        before = unmerged(row["schema"], monkeypatch)
+        after = translate.translate_schema(row["schema"], whitespace="compact")[0]
+        assert len(after.rules) < len(before.rules) / 2, row["name"]
+
+
+def test_merged_real_schemas_allow_the_same_bytes_along_every_instance(repeating_rows, monkeypatch):
+    compiler = Compiler(BYTES, disk_cache=False)
+    walked = 0
+    for row in repeating_rows:
+        merged = compiler.json_schema(row["schema"], whitespace="compact").matcher()
+        plain = compiler.grammar(unmerged(row["schema"], monkeypatch)).matcher()
+        for test in row["tests"]:
+            merged.reset()
+            plain.reset()
+            for byte in mb.compact(test["data"]).encode():
+                assert merged.allowed_token_ids() == plain.allowed_token_ids(), row["name"]
+                if not plain.advance(byte):
+                    assert not merged.advance(byte)
+                    break
+                assert merged.advance(byte)
+                walked += 1
+            assert merged.can_end() == plain.can_end()
+    assert walked > 1000
