@@ -41,11 +41,8 @@ def merge_equal_rules(grammar: Grammar) -> Grammar:
     lookahead = dict(grammar.lookahead)
     position = {name: i for i, (name, _) in enumerate(grammar.rules)}
     position[grammar.start] = -1  # the start rule is never merged into another
-    callees = {name: {callee for _, callee in shape(body)[0]} for name, body in grammar.rules}
+    callees: dict[str, set[str]] = {}
     callers: defaultdict[str, set[str]] = defaultdict(set)
-    for name, called in callees.items():
-        for callee in called:
-            callers[callee].add(name)
     merged: dict[str, str] = {}  # a merged rule -> the rule that stands for it (maybe merged later)
 
     def final(name: str) -> str:
@@ -55,7 +52,8 @@ def merge_equal_rules(grammar: Grammar) -> Grammar:
 
     first: dict[tuple[Expr, frozenset[int] | None], str] = {}  # a body -> the first rule with it
     keep = {grammar.start, *lookahead}  # aliases kept: errors name the start rule; a lookahead is the rule's own
-    todo = list(bodies)
+    order = [name for name, _ in grammar.rules]
+    todo = order
     while todo:
         new: list[str] = []
         for name in sorted(todo, key=position.__getitem__):
@@ -74,6 +72,13 @@ def merge_equal_rules(grammar: Grammar) -> Grammar:
                 first[key], kept, name = name, name, kept
             merged[name] = kept
             new.append(name)
+        if new and not callees:  # after the first round: the calls of the rules left (their
+            # shapes are the compile's, kept on the bodies; most merged rules are never walked)
+            for name in order:
+                if name not in merged:
+                    callees[name] = called = {callee for _, callee in shape(bodies[name])[0]}
+                    for callee in called:
+                        callers[callee].add(name)
         # the bodies that call a rule merged in this round: their calls renamed, compared again
         changed = sorted({caller for rule in new for caller in callers[rule] if caller not in merged},
                          key=position.__getitem__)
@@ -89,8 +94,7 @@ def merge_equal_rules(grammar: Grammar) -> Grammar:
         todo = changed
     if not merged:
         return grammar
-    order = [name for name, _ in grammar.rules if name not in merged]
-    return Grammar(tuple((name, bodies[name]) for name in order), final(grammar.start),
+    return Grammar(tuple((name, bodies[name]) for name in order if name not in merged), final(grammar.start),
                    tuple((name, f) for name, f in grammar.lookahead if name not in merged))
 
 
