@@ -93,6 +93,24 @@ def is_no_value(error: BaseException) -> bool:
     return isinstance(error, SchemaError) and error.no_value
 
 
+def first_error(errors: list[_E]) -> _E:
+    """The first of ``errors``, the list emptied (internal to the frontend, as :func:`no_value`).
+
+    For a function that keeps the errors of the options it leaves out and raises the first
+    when none is left: a kept error's traceback holds the frame that caught it, whose list
+    holds the error, a reference cycle (with every local of the failed option) that only the
+    cyclic collector frees; a large schema leaves ~50,000 of them. Emptying the list, here and
+    before the function returns, breaks them.
+
+    >>> errors = [ValueError("a"), ValueError("b")]
+    >>> first_error(errors), errors
+    (ValueError('a'), [])
+    """
+    first = errors[0]
+    errors.clear()
+    return first
+
+
 class ToolSpecError(SchemaError):
     """A tool list, a tool spec or a ``tool_choice`` is malformed.
 

@@ -943,3 +943,29 @@ def test_values_json_cannot_spell_are_schema_errors_naming_where(schema, pointer
     with pytest.raises(SchemaError, match=message) as info:
         structgen.compile_json_schema(schema, BYTES)
     assert info.value.pointer == pointer
+
+
+def test_options_left_out_leave_no_reference_cycles():
+    """An anyOf branch or a type no value satisfies is left out, its error kept until a branch
+    works; the kept errors (whose tracebacks hold the frames that caught them) are let go, so
+    they are freed at once, not by the cyclic collector (first_error)."""
+    import gc
+
+    from structgen.frontends.json_schema.translate import translate_schema
+
+    branches = [{"type": "string", "pattern": "[]"}, {"type": "integer", "minimum": 2, "maximum": 1}]
+    schema = {"anyOf": branches + [{"type": ["boolean", "string"], "enum": [True]}],
+              "$defs": {"o": {"type": "object", "properties": {"a": {"anyOf": branches + [{"type": "null"}]}}}},
+              "properties": {"b": {"$ref": "#/$defs/o"}}}
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        translate_schema(schema)
+        gc.collect()
+        frames = [g.f_code.co_name for g in gc.garbage if type(g).__name__ == "frame"]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not {"first_of", "either", "resolve"} & set(frames), frames

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
+from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, first_error, is_no_value, no_value
 from structgen.frontends.json_schema.facts import Gathering, Merged, ValueChecks, raise_refusal
 from structgen.frontends.json_schema.oneof import MAX_ALTERNATIVES, OneOfExpansion
 from structgen.frontends.json_schema.refs import resolve_ref
@@ -261,8 +261,9 @@ class Merger(OneOfExpansion):
                 errors.append(err)
         if not out:
             if errors:
-                raise errors[0]
+                raise first_error(errors)
             raise nothing or no_value(SchemaError("no value satisfies this schema"))
+        errors.clear()  # see first_error
         return out
 
     def possible(self, term: Term) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from structgen.errors import SchemaError, UnsupportedFeatureError, is_no_value, no_value
+from structgen.errors import SchemaError, UnsupportedFeatureError, first_error, is_no_value, no_value
 from structgen.frontends.json_schema.facts import Merged, ValueChecks, raise_refusal
 from structgen.frontends.json_schema.terms import Part, PendingOneOf, Term
 from structgen.frontends.json_schema.values import join_pointer, json_equal, kind
@@ -69,7 +69,8 @@ class OneOfExpansion:
             if found:
                 groups.append((j, found))
         if not groups:
-            raise errors[0]
+            raise first_error(errors)
+        errors.clear()  # see first_error
         overlap = next(((j, k) for a, (j, xs) in enumerate(groups) for k, ys in groups[a + 1:]
                         if not all(self.disjoint(x, y) for x in xs for y in ys)), None)
         if overlap is not None:

@@ -48,7 +48,7 @@ from structgen.core.depth import MAX_NESTING, recursion_room, too_deep
 from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
 from structgen.core.memo import Recent
 from structgen.core.merge_rules import merge_equal_rules
-from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
+from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, first_error, is_no_value, no_value
 from structgen.frontends.json_schema.arrays import array_expr
 from structgen.frontends.json_schema.dnf import Merger
 from structgen.frontends.json_schema.drafts import for_draft
@@ -324,7 +324,8 @@ class _Converter:
                     raise
                 errors.append(err)
         if not exprs:
-            raise errors[0]
+            raise first_error(errors)
+        errors.clear()  # see first_error
         return alt(*exprs)
 
     def conjunction(self, conj: Conj) -> Expr:
