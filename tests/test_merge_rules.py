@@ -115,3 +115,25 @@ def test_merged_real_schemas_allow_the_same_bytes_along_every_instance(repeating
                 walked += 1
             assert merged.can_end() == plain.can_end()
     assert walked > 1000
+
+
+def test_merging_leaves_no_reference_cycles():
+    """The pass's renaming memo (every part it saw) is freed when it returns, not by the cyclic
+    collector."""
+    import gc
+
+    g = Grammar.of("root", root=seq(Ref("o1"), Ref("o2")),
+                   o1=seq(Lit(b"{"), Ref("m1"), Lit(b"}")), o2=seq(Lit(b"{"), Ref("m2"), Lit(b"}")),
+                   m1=seq(Lit(b'"k":'), Ref("v1")), m2=seq(Lit(b'"k":'), Ref("v2")), v1=Lit(b"1"), v2=Lit(b"1"))
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        assert len(merge_equal_rules(g).rules) == 4
+        gc.collect()
+        garbage = len(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert garbage == 0

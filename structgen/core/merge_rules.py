@@ -82,7 +82,7 @@ def merge_equal_rules(grammar: Grammar) -> Grammar:
         # the bodies that call a rule merged in this round: their calls renamed, compared again
         changed = sorted({caller for rule in new for caller in callers[rule] if caller not in merged},
                          key=position.__getitem__)
-        renamed = _renamer(merged, final)
+        renamed = _Renamer(merged, final)
         for name in changed:
             key = (bodies[name], lookahead.get(name))
             if first.get(key) == name:
@@ -98,21 +98,24 @@ def merge_equal_rules(grammar: Grammar) -> Grammar:
                    tuple((name, f) for name, f in grammar.lookahead if name not in merged))
 
 
-def _renamer(merged: dict[str, str], final: Callable[[str], str]) -> Callable[[Expr], Expr]:
+class _Renamer:
     """A body with its calls of merged rules renamed; parts shared between bodies (a key's
-    characters are shared nodes) are renamed once per round."""
-    done: dict[int, tuple[Expr, Expr]] = {}  # id(part) -> (part, renamed part): ids of live parts only
+    characters are shared nodes) are renamed once per round. A class, not a closure that calls
+    itself (a reference cycle that would keep every part it saw until the cyclic collector runs)."""
 
-    def renamed(called: str) -> Expr | None:
-        return Ref(final(called)) if called in merged else None
+    def __init__(self, merged: dict[str, str], final: Callable[[str], str]) -> None:
+        self.merged, self.final = merged, final
+        self.done: dict[int, tuple[Expr, Expr]] = {}  # id(part) -> (part, renamed part): live parts only
 
-    def rename(e: Expr) -> Expr:
-        got = done.get(id(e))
+    def renamed(self, called: str) -> Expr | None:
+        return Ref(self.final(called)) if called in self.merged else None
+
+    def __call__(self, e: Expr) -> Expr:
+        got = self.done.get(id(e))
         if got is None:
-            got = done[id(e)] = (e, substitute(e, renamed) if type(e) is not Seq and type(e) is not Alt
-                                 else _rebuilt(e, [rename(x) for x in e.items]))
+            got = self.done[id(e)] = (e, substitute(e, self.renamed) if type(e) is not Seq and type(e) is not Alt
+                                      else _rebuilt(e, [self(x) for x in e.items]))
         return got[1]
-    return rename
 
 
 def _rebuilt(e: "Seq | Alt", items: list[Expr]) -> Expr:

@@ -121,6 +121,7 @@ def _counted(cv: Lowering, positions: list[Ref | None], rest: Ref | None, lo: in
         options.append(seq(Lit(b"["), ws, Lit(b"]")))
     if longest != 0 and first is not None:
         options.append(seq(Lit(b"["), ws, first, tail(1), ws, Lit(b"]")))
+    tail = None  # type: ignore[assignment]  # it calls itself through its cell: emptied, freed at once
     return alt(*options)
 
 

@@ -435,26 +435,29 @@ def object_of(cv: Lowering, members: list[Member], extra: Expr | None, lo: int =
             cv.rules[name] = alt(*options)  # never empty: entered only when feasible
         return Ref(name)
 
-    firsts: list[Expr] = []
-    for i, (key, _, req) in enumerate(members):
-        for value, after in written(i, 0):
-            if feasible(i + 1, 1, after):
-                firsts.append(seq(cv.key_literal(key), colon, value, tail(i + 1, 1, after)))
-        if req:
-            break
-    else:
-        if extra is not None:  # the first additional member is some of those asked for, or none
-            if feasible(n, 1, 0):
-                firsts.append(seq(extra, extras(1, 0)))
-            firsts += [seq(hit, extras(1, bits)) for bits, hit in extra_hits.items() if feasible(n, 1, bits)]
-    options: list[Expr] = []
-    if lo == 0 and full == 0 and not any(req for *_, req in members):
-        options.append(seq(Lit(b"{"), ws, Lit(b"}")))
-    if firsts:
-        options.append(seq(Lit(b"{"), ws, alt(*firsts), ws, Lit(b"}")))
-    if not options:
-        raise no_value(SchemaError(f"no object has {lo} to {hi} members here", pointer=count_pointer))
-    return alt(*options)
+    try:
+        firsts: list[Expr] = []
+        for i, (key, _, req) in enumerate(members):
+            for value, after in written(i, 0):
+                if feasible(i + 1, 1, after):
+                    firsts.append(seq(cv.key_literal(key), colon, value, tail(i + 1, 1, after)))
+            if req:
+                break
+        else:
+            if extra is not None:  # the first additional member is some of those asked for, or none
+                if feasible(n, 1, 0):
+                    firsts.append(seq(extra, extras(1, 0)))
+                firsts += [seq(hit, extras(1, bits)) for bits, hit in extra_hits.items() if feasible(n, 1, bits)]
+        options: list[Expr] = []
+        if lo == 0 and full == 0 and not any(req for *_, req in members):
+            options.append(seq(Lit(b"{"), ws, Lit(b"}")))
+        if firsts:
+            options.append(seq(Lit(b"{"), ws, alt(*firsts), ws, Lit(b"}")))
+        if not options:
+            raise no_value(SchemaError(f"no object has {lo} to {hi} members here", pointer=count_pointer))
+        return alt(*options)
+    finally:  # the helpers call themselves through their cells: emptied, they are freed at once
+        hits = fewest = feasible = extras = written = tail = None  # type: ignore[assignment]  # noqa: F841
 
 
 def object_unordered(cv: Lowering, members: list[Member], extra: Expr | None, lo: int = 0,

@@ -400,8 +400,11 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
     check_metaschema(schema, lists_only=lists_only)  # a malformed keyword value is refused, never skipped
     # a declared draft: its keywords only (draft 3's as draft 4 spells them)
     conv = _Converter(for_draft(schema), whitespace, strict, canonical, lenient)
-    with recursion_room():  # the walk recurses per level of nesting (bounded just above)
-        conv.convert(conv.root, "")
+    try:
+        with recursion_room():  # the walk recurses per level of nesting (bounded just above)
+            conv.convert(conv.root, "")
+    finally:  # the merger calls back into the converter: a reference cycle, with all it made
+        conv.merger = None  # type: ignore[assignment]
     describe_with(_rule_places(conv))
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     grammar = Grammar(tuple(rules), "root")  # checked when compiled
