@@ -81,7 +81,7 @@ def _kernel_product(ra: Rows, aa: list[bool], rb: Rows, class_b: list[int], limi
 def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DEFAULT_STATE_LIMIT,
                 what: str = "length") -> Fsm:
     """The strings of ``e`` that are ``lo``..``hi`` repetitions of ``char`` (a prefix-free
-    language: one character in its spellings), as a minimal DFA (made once per compile for the
+    language: one character in its spellings), as a trimmed DFA (made once per compile for the
     same arguments).
 
     The same language as ``intersect(e, Repeat(char, lo, hi))``, built without unrolling the
@@ -112,8 +112,8 @@ def _counter_rows(char: Expr, rc: Rows, ac: list[bool], lo: int, hi: int | None)
     """The automaton of ``lo``..``hi`` repetitions of ``char`` as a counter: state
     ``n * len(rc) + c`` is character state ``c`` after ``n`` whole characters (without an upper
     bound, counts past ``lo`` behave alike and stop at ``lo``). Made once per process for the
-    same arguments (a ``maxLength`` of 255 recurs across schemas; 34 states a count for a JSON
-    character)."""
+    same arguments, the few most recent kept (a ``maxLength`` of 255 recurs across schemas; 34
+    states a count for a JSON character)."""
     key = (char, lo, hi)
     got = _COUNTERS.get(key)
     if got is None:
@@ -137,7 +137,7 @@ def _counter_rows(char: Expr, rc: Rows, ac: list[bool], lo: int, hi: int | None)
 
 
 #: ``(char, lo, hi)`` -> counter automaton (:func:`_counter_rows`)
-_COUNTERS: Recent[tuple, tuple[Rows, list[bool]]] = Recent(32)
+_COUNTERS: Recent[tuple, tuple[Rows, list[bool]]] = Recent(4)
 
 
 def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str = "difference") -> Fsm:
