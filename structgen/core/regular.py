@@ -21,6 +21,7 @@ Example
 
 from __future__ import annotations
 
+from array import array
 from typing import Callable
 
 from structgen.core.budget import once_per_compile
@@ -101,15 +102,16 @@ def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DE
 
 def _with_length(e: Expr, char: Expr, lo: int, hi: int | None, limit: int, what: str) -> Fsm:
     (ra, aa), (rc, ac) = rows_of(e), rows_of(char)  # bytes per target: a step never visits single bytes
-    rb, ab = _counter_rows(char, rc, ac, lo, hi)
+    rb, ends = _counter_rows(char, rc, ac, lo, hi)
     # Not minimized: the counts are distinct states anyway (exactness needs them), and Moore
     # refinement takes one round per count to find that out.
-    got = split_fsms(ra, aa, rb, [0 if x else -1 for x in ab], limit, what, minimal=False)
+    got = split_fsms(ra, aa, rb, ends, limit, what, minimal=False)
     return got[0][1] if got else fsm_of_rows([[]], [False])
 
 
-def _counter_rows(char: Expr, rc: Rows, ac: list[bool], lo: int, hi: int | None) -> tuple[Rows, list[bool]]:
-    """The automaton of ``lo``..``hi`` repetitions of ``char`` as a counter: state
+def _counter_rows(char: Expr, rc: Rows, ac: list[bool], lo: int, hi: int | None) -> tuple[Rows, array]:
+    """The automaton of ``lo``..``hi`` repetitions of ``char`` as a counter, and its states'
+    classes for :func:`~structgen.core.dfa.split_fsms` (0 where it may end, else -1): state
     ``n * len(rc) + c`` is character state ``c`` after ``n`` whole characters (without an upper
     bound, counts past ``lo`` behave alike and stop at ``lo``). Made once per process for the
     same arguments, the few most recent kept (a ``maxLength`` of 255 recurs across schemas; 34
@@ -131,13 +133,13 @@ def _counter_rows(char: Expr, rc: Rows, ac: list[bool], lo: int, hi: int | None)
                         t = n * width + c2 if c2 >= 0 else done
                         by_target[t] = by_target.get(t, 0) | bs
                 rows.append([(bs, t) for t, bs in by_target.items()])
-        accept = [c == 0 and n >= lo for n in range(cap + 1) for c in range(width)]
-        got = _COUNTERS[key] = (rows, accept)
+        ends = array("i", [0 if c == 0 and n >= lo else -1 for n in range(cap + 1) for c in range(width)])
+        got = _COUNTERS[key] = (rows, ends)
     return got
 
 
 #: ``(char, lo, hi)`` -> counter automaton (:func:`_counter_rows`)
-_COUNTERS: Recent[tuple, tuple[Rows, list[bool]]] = Recent(4)
+_COUNTERS: Recent[tuple, tuple[Rows, array]] = Recent(4)
 
 
 def difference(a: Expr, b: Expr, *, limit: int = DEFAULT_STATE_LIMIT, what: str = "difference") -> Fsm:
