@@ -51,7 +51,7 @@ class Slots:
         self.options = [sorted(o) for o in options]
         self.extra_plain = any(s < 0 and g == 0 for s, g in zip(body.slots, gives))
         self.extra_hits = sorted({g for s, g in zip(body.slots, gives) if s < 0 and g})
-        self._plans: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        self._plans: dict[tuple[int, int], tuple[tuple[int, float], ...]] = {}
         self._feasible: dict[State, bool] = {}
         self._can_add: dict[State, bool] = {}
 
@@ -102,7 +102,7 @@ class Slots:
             hit = self._feasible[key] = any(a <= high and top >= low for a, top in self._plan(written, got))
         return hit
 
-    def _plan(self, written: int, got: int) -> list[tuple[int, float]]:
+    def _plan(self, written: int, got: int) -> tuple[tuple[int, float], ...]:
         """Intervals ``[fewest, most]`` of further item counts that end the rule well.
 
         Every slot has an item that gives nothing, so from a way of ending with ``a`` items the
@@ -136,8 +136,10 @@ class Slots:
             for g, a in best.items():
                 for e in self._covers(self.full & ~g, 0):
                     plan.append((a + e, len(free) + e + top_extra))
-        self._plans[key] = plan
-        return plan
+        # a tuple of numbers: out of the cyclic collector's sight (a list is always in it, and
+        # an object of 130 optional properties makes 16,000 plans)
+        got_plan = self._plans[key] = tuple(plan)
+        return got_plan
 
     def _covers(self, missing: int, used: int) -> list[int]:
         """Numbers of extra items (each giving disjoint bits) that give exactly ``missing``."""

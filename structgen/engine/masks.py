@@ -61,7 +61,7 @@ import numpy as np
 from structgen.core.depth import recursion_room
 from structgen.engine.disk_cache import cache_dir, code_digest, disk_cache_enabled
 from structgen.engine.sealed import read_sealed, write_sealed
-from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet
+from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet, frozen_ints
 from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
 from structgen.engine.walk_kernel import FrameRows, kernel_available, walk_crossings
 
@@ -396,16 +396,16 @@ class MaskBuilder:
             return got
         sm = self.sm
         rule_i, state, parent = sm.frames[sid] if sid > ESCAPE else (-1, None, -1)
-        got = frozenset()
+        got = frozen_ints(())
         if rule_i == GUARD and parent > ESCAPE:  # what the stack below reads, no forbidden first byte
-            got = frozenset(k for k in self._reads(keys, parent) if not keys[k] or keys[k][0] not in state)  # type: ignore[operator]
+            got = frozen_ints(k for k in self._reads(keys, parent) if not keys[k] or keys[k][0] not in state)  # type: ignore[operator]
         elif rule_i >= 0:
             got, rest, owners = self._isolated_reads(keys, sid)
             read = self._reads(rest, parent) if rest else ()
             if read:  # the keys whose rest the parent reads
-                got = got.union(*[owners[j] for j in read])
+                got = frozen_ints(got.union(*[owners[j] for j in read]))
         elif sid == ACCEPT and keys and not keys[0]:  # the end: the empty key only
-            got = frozenset((0,))
+            got = frozen_ints((0,))
         self._reads_memo[memo] = got
         return got
 
@@ -443,7 +443,7 @@ class MaskBuilder:
         for k, d in crossing:
             by_rest.setdefault(keys[k][d:], []).append(k)
         rests = self._key_list(sorted(by_rest))
-        got = self._iso_reads[memo] = (frozenset(inside), rests, [tuple(by_rest[r]) for r in rests])
+        got = self._iso_reads[memo] = (frozen_ints(inside), rests, [tuple(by_rest[r]) for r in rests])
         return got
 
     # ---------------------------------------------------------------- shared facts

@@ -63,7 +63,7 @@ except ImportError:  # not built: no C compiler at install
 __all__ = ["ACCEPT", "ESCAPE", "GUARD", "StackMachine", "stacks_kernel_available"]
 
 #: The ``compiled_stacks.c`` this module speaks to (``STACKS_VERSION`` there).
-STACKS_KERNEL_VERSION = 2
+STACKS_KERNEL_VERSION = 3
 
 
 def stacks_kernel_available() -> bool:
@@ -72,11 +72,17 @@ def stacks_kernel_available() -> bool:
     return (_kernel is not None and getattr(_kernel, "VERSION", None) == STACKS_KERNEL_VERSION
             and os.environ.get("STRUCTGEN_STACKS_KERNEL", "1") != "0")
 
+#: ``frozenset`` for sets of ints (stack ids, bytes), kept out of the cyclic collector's sight
+#: where the kernel is built (``frozen_ints`` in ``compiled_stacks.c`` says why)
+frozen_ints = (_kernel.frozen_ints if _kernel is not None and getattr(_kernel, "VERSION", None) == STACKS_KERNEL_VERSION
+               else frozenset)
+
 ACCEPT = 0
 ESCAPE = 1
 GUARD = -2  # the rule slot of a guard frame
 
 StackSet = frozenset  # frozenset[int]: a closed set of stack ids
+_EMPTY: StackSet = frozen_ints(())
 
 
 class StackMachine:
@@ -98,7 +104,7 @@ class StackMachine:
         # frames[sid] = (rule, state, parent); sentinels have rule -1.
         self.frames: list[tuple[int, object, int]] = [(-1, None, -1), (-1, None, -1)]
         self._ids: dict[tuple[int, object, int], int] = {}
-        self._closure: dict[int, StackSet] = {ACCEPT: frozenset((ACCEPT,)), ESCAPE: frozenset((ESCAPE,))}
+        self._closure: dict[int, StackSet] = {ACCEPT: frozen_ints((ACCEPT,)), ESCAPE: frozen_ints((ESCAPE,))}
         self._intern_lock = threading.Lock()
         self._local = threading.local()  # .busy: this thread's closures in progress
         self._step: dict[int, StackSet] = {}  # key: stack id * 256 + byte
@@ -263,7 +269,7 @@ class StackMachine:
                     after = parent if rule.lookahead is None else self.guard(rule.lookahead, parent)
                     got = memo.get(after)
                     out |= got if got is not None else rec(after, busy)
-            result = frozenset(out)
+            result = frozen_ints(out)
         finally:
             busy.discard(sid)
         memo[sid] = result
@@ -274,7 +280,7 @@ class StackMachine:
         u = rule.unordered
         slots = u.slots
         if u.must_add[q] and not slots.can_add(written, got, count):
-            return frozenset()
+            return frozen_ints(())
         out: set[int] = set()
         if any(self._unordered_alive(u, t, state) for t in rule.trans[q].values()):
             out.add(sid)
@@ -294,7 +300,7 @@ class StackMachine:
                     out |= rec(self.intern(callee, self._entries[callee], ret_sid), busy)
         if rule.accept[q] and slots.can_end(written, got, count):
             out |= rec(parent, busy)
-        return frozenset(out)
+        return frozen_ints(out)
 
     @staticmethod
     def _unordered_alive(u, t: int, state: tuple) -> bool:
@@ -304,7 +310,7 @@ class StackMachine:
 
     def _guard_closure(self, sid: int, forbidden: frozenset[int], parent: int, busy: set[int], rec) -> StackSet:
         if parent == ESCAPE:
-            return frozenset((sid,))
+            return frozen_ints((sid,))
         below = rec(parent, busy)
         out: set[int] = set()
         for x in below:
@@ -314,7 +320,7 @@ class StackMachine:
                 out.add(self.guard(forbidden | self.escapes[x], ESCAPE))
         if self.next_bytes(below) - forbidden:
             out.add(sid)
-        return frozenset(out)
+        return frozen_ints(out)
 
     def step(self, sid: int, byte: int) -> StackSet:
         """Closed set after stack ``sid`` reads ``byte`` (empty when it cannot)."""
@@ -323,7 +329,7 @@ class StackMachine:
         if got is not None:
             return got
         rule_i, state, parent = self.frames[sid]
-        result: StackSet = frozenset()
+        result: StackSet = _EMPTY
         if rule_i == GUARD:
             if parent != ESCAPE and byte not in state:  # type: ignore[operator]
                 result = self.step_set(self.closure(parent), byte)
@@ -363,7 +369,7 @@ class StackMachine:
                 acc: set[int] = set()
                 for sid in stacks:
                     acc |= self.step(sid, byte)
-                got = frozenset(acc)
+                got = frozen_ints(acc)
             memo[stacks] = got
         return got
 
@@ -421,5 +427,5 @@ class StackMachine:
                                    if self._unordered_alive(rule.unordered, t, state))  # type: ignore[arg-type]
                     else:
                         out.update(rule.trans[state[1] if rule.counted else state])  # type: ignore[index]
-            got = self._next_bytes[stacks] = frozenset(out)
+            got = self._next_bytes[stacks] = frozen_ints(out)
         return got

@@ -46,7 +46,7 @@ from itertools import chain
 
 import numpy as np
 
-from structgen.engine.pda import ESCAPE, GUARD, StackMachine, StackSet
+from structgen.engine.pda import ESCAPE, GUARD, StackMachine, StackSet, frozen_ints
 from structgen.engine.vocab import TokenIndex, ids_to_mask
 
 try:
@@ -137,7 +137,7 @@ class SetRows:
     def _escapes_apart(self, stacks: StackSet) -> tuple[StackSet, int]:
         """``stacks`` without its escape markers, and the code of those markers (0: none)."""
         found = stacks.intersection(self.sm.escapes)  # by the markers, a few, not the stacks, many
-        return (stacks - found, self.code_of(found)) if found else (stacks, 0)
+        return (frozen_ints(stacks - found), self.code_of(found)) if found else (stacks, 0)
 
     def _entry(self, stacks: StackSet) -> int:
         """The row entry for a step into ``stacks`` (no markers; not empty)."""
@@ -247,7 +247,7 @@ class FrameRows(SetRows):
             else:  # not a token, or (never in a closed set) a token state that reads nothing
                 rest.append(s)
         if rest:
-            pairs += self._rest_pairs(stacks if not pairs else frozenset(rest))
+            pairs += self._rest_pairs(stacks if not pairs else frozen_ints(rest))
         if len(pairs) == 1 and pairs[0][1] == ESCAPE:
             return pairs[0][0]  # one set, under the parent the stepped set had
         return _SPLIT - self._interned(self._config_ids, self.configs, _packed(pairs))
@@ -271,11 +271,11 @@ class FrameRows(SetRows):
                 called = []
                 break
         if called:  # split only where the frames' own rows exist: there, it shares them
-            alone = self._numbers.get(frozenset([sm.isolated(s) for s in called]))
+            alone = self._numbers.get(frozen_ints([sm.isolated(s) for s in called]))
             if alone is not None and self.rows[alone] is not None:
                 out = [(alone, parent)]
                 if plain:
-                    out.append((self.number(frozenset(plain)), ESCAPE))
+                    out.append((self.number(frozen_ints(plain)), ESCAPE))
                 return out
         return [(self.number(stacks), ESCAPE)]
 
@@ -355,7 +355,7 @@ class FrameRows(SetRows):
             leaf = self._leafy[rule_i]
             if leaf and not self.sm.rules[rule_i].trans[q]:
                 return _DEAD
-            got = self.number(frozenset((self.sm.intern(rule_i, q, ESCAPE),)))
+            got = self.number(frozen_ints((self.sm.intern(rule_i, q, ESCAPE),)))
             if leaf:
                 with self._lock:
                     self._mark_leafy((got,))
@@ -390,7 +390,7 @@ class FrameRows(SetRows):
         if not table.live:  # no state reads a byte: no set of the rule is ever stepped
             return [_DEAD] * len(rule.trans)
         intern = sm.intern
-        sets = [frozenset((intern(rule_i, q, ESCAPE),)) for q in table.live]
+        sets = [frozen_ints((intern(rule_i, q, ESCAPE),)) for q in table.live]
         live = self._number_all(sets)
         # a step's entry is the target's set (index -1, a target that reads nothing: dead)
         lookup = np.array(live + [_DEAD], dtype=np.int32)
@@ -441,7 +441,7 @@ class FrameRows(SetRows):
         out: set[int] = set()
         for x in self.markers[code]:
             out |= sm.closure(parent if x == ESCAPE else sm.guard(sm.escapes[x], parent))
-        rest, escaped = self._escapes_apart(frozenset(out))
+        rest, escaped = self._escapes_apart(frozen_ints(out))
         got = (self._entry(rest) if rest else _DEAD) << 32 | escaped  # the sign stays the entry's
         self._conts[(code, parent)] = got
         return got
