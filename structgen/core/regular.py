@@ -55,10 +55,13 @@ def intersect(*exprs: Expr, limit: int = DEFAULT_STATE_LIMIT, what: str = "inter
 
 def _intersect(exprs: tuple[Expr, ...], limit: int, what: str) -> Fsm:
     rows, accept = rows_of(exprs[0])
-    for e in exprs[1:]:
+    for k, e in enumerate(exprs[1:], 2):
         rb, ab = rows_of(e)
         if kernel_available():
-            rows, accept = _kernel_product(rows, accept, rb, [0 if x else -1 for x in ab], limit, what)
+            classes = [0 if x else -1 for x in ab]
+            if k == len(exprs):  # the last product: the kernel writes the IR node itself
+                return _kernel_fsm(rows, accept, rb, classes, limit, what)
+            rows, accept = _kernel_product(rows, accept, rb, classes, limit, what)
             continue
         rows, order = product_rows(rows, rb, limit, what)
         rows, accept = _minimal(*trim_rows(rows, [accept[p] and ab[q] for p, q in order]))
@@ -77,6 +80,16 @@ def _kernel_product(ra: Rows, aa: list[bool], rb: Rows, class_b: list[int], limi
     :data:`MINIMIZE_UP_TO` states, and minimized above it too)."""
     got = split_product(ra, aa, rb, class_b, limit, what)
     return (got[0][1], got[0][2]) if got else ([[]], [False])
+
+
+def _kernel_fsm(ra: Rows, aa: list[bool], rb: Rows, class_b: "list[int] | array", limit: int, what: str, *,
+                minimal: bool = True) -> Fsm:
+    """:func:`_kernel_product` as an IR :class:`Fsm` node, whose edges (and digest text) the kernel
+    writes itself (:func:`~structgen.core.dfa.split_fsms`): converting the rows in Python, then
+    writing them out for the digest, took longer than the product (a 5,500-state difference:
+    30 ms against 26)."""
+    got = split_fsms(ra, aa, rb, class_b, limit, what, minimal=minimal)
+    return got[0][1] if got else fsm_of_rows([[]], [False])
 
 
 def with_length(e: Expr, char: Expr, lo: int, hi: int | None, *, limit: int = DEFAULT_STATE_LIMIT,
@@ -105,8 +118,7 @@ def _with_length(e: Expr, char: Expr, lo: int, hi: int | None, limit: int, what:
     rb, ends = _counter_rows(char, rc, ac, lo, hi)
     # Not minimized: the counts are distinct states anyway (exactness needs them), and Moore
     # refinement takes one round per count to find that out.
-    got = split_fsms(ra, aa, rb, ends, limit, what, minimal=False)
-    return got[0][1] if got else fsm_of_rows([[]], [False])
+    return _kernel_fsm(ra, aa, rb, ends, limit, what, minimal=False)
 
 
 def _counter_rows(char: Expr, rc: Rows, ac: list[bool], lo: int, hi: int | None) -> tuple[Rows, array]:
@@ -158,13 +170,9 @@ def _difference(a: Expr, b: Expr, limit: int, what: str) -> Fsm:
     # Bytes per target (an object's "any other key" is a JSON string, ~250 bytes a row, against
     # a trie of a few hundred defined keys: a step per byte was 10^6 steps).
     (ra, aa), (rb, ab) = rows_of(a), rows_of(b)
+    if kernel_available():
+        return _kernel_fsm(ra, aa, *_completed(rb, ab), limit, what)
     b_reads = [sum(m for m, _ in row) for row in rb]  # a row's masks are disjoint
-    if kernel_available():  # b completed by a sink state: where b can no longer match
-        sink, every = len(rb), (1 << 256) - 1
-        completed = [row + [(every & ~reads, sink)] if reads != every else row for row, reads in zip(rb, b_reads)]
-        rows, accept = _kernel_product(ra, aa, completed + [[(every, sink)]], [-1 if x else 0 for x in ab] + [0],
-                                       limit, what)
-        return fsm_of_rows(rows, accept)
 
     def step(state: tuple[int, int]):
         p, q = state  # q == -1: b can no longer match
@@ -183,6 +191,30 @@ def _difference(a: Expr, b: Expr, limit: int, what: str) -> Fsm:
 
     rows, order = explore_rows((0, 0), step, limit, what)
     return fsm_of_rows(*_minimal(*trim_rows(rows, [aa[p] and not (q >= 0 and ab[q]) for p, q in order])))
+
+
+def _completed(rb: Rows, ab: list[bool]) -> tuple[Rows, array]:
+    """``b`` completed by a sink state (where it can no longer match), and its states' classes
+    for the product (0 where ``a``'s strings are kept: ``b`` rejects), made once per rows
+    object: a format's automaton under ``not`` (10,000 states for date-time) recurs in every
+    property it is in, and its rows are shared (:func:`~structgen.core.dfa.rows_of`)."""
+    got = _COMPLETED.get(id(rb))
+    if got is None or got[0] is not rb or got[1] is not ab:
+        sink, every = len(rb), (1 << 256) - 1
+        completed = []
+        for row in rb:
+            reads = sum(m for m, _ in row)  # a row's masks are disjoint
+            completed.append(row + [(every & ~reads, sink)] if reads != every else row)
+        completed.append([(every, sink)])
+        if len(_COMPLETED) >= 16:
+            _COMPLETED.clear()
+        got = _COMPLETED[id(rb)] = (rb, ab, completed, array("i", [-1 if x else 0 for x in ab] + [0]))
+    return got[2], got[3]
+
+
+#: ``id(rows)`` -> ``(rows, accept, completed rows, classes)`` (:func:`_completed`; the entry
+#: holds the rows, so the id is not reused while it is there)
+_COMPLETED: dict[int, tuple[Rows, list[bool], Rows, array]] = {}
 
 
 def shortest_matches(e: Expr) -> Fsm:
