@@ -17,7 +17,8 @@ import json
 
 from structgen.core.ir import Alt, ByteClass, Expr, Lit, Repeat, Seq, seq
 
-__all__ = ["UTF8_MULTI", "JSON_CHAR", "JSON_NUMBER", "JSON_INTEGER", "char_encodings", "spellings", "string_literal"]
+__all__ = ["UTF8_MULTI", "JSON_CHAR", "JSON_NUMBER", "JSON_INTEGER", "char_encodings", "char_spelling_set", "spellings",
+           "string_literal"]
 
 _HEX = ByteClass.of("0-9a-fA-F")
 _CONT = ByteClass(((0x80, 0xBF),))
@@ -59,7 +60,6 @@ JSON_NUMBER = Seq((
 
 
 @functools.lru_cache(maxsize=4096)
-@functools.lru_cache(maxsize=4096)
 def char_encodings(ch: str) -> tuple[bytes, ...]:
     """Every JSON spelling of one character (raw, short escape, \\u escapes in any hex case);
     memoized, as a long enum or many keys spell the same characters again and again."""
@@ -78,6 +78,18 @@ def char_encodings(ch: str) -> tuple[bytes, ...]:
         spellings = [s + b"\\u" + h for s in spellings for h in hexes]
     out.extend(spellings)
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def char_spelling_set(ch: str) -> frozenset[bytes]:
+    """:func:`char_encodings` as a set, one shared per character: excluded keys and values are
+    words of these sets (an object's 130 keys made 16,000 sets before, one per character of
+    each key, each a container the cyclic collector then visited).
+
+    >>> sorted(char_spelling_set("/")) == sorted([b"/", b"\\/", b"\\u002f", b"\\u002F"]), char_spelling_set("a") is char_spelling_set("a")
+    (True, True)
+    """
+    return frozenset(char_encodings(ch))
 
 
 def _case_variants(h: str) -> list[bytes]:

@@ -39,7 +39,7 @@ from structgen.core.budget import BudgetExceededError
 from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, Unordered, alt, digest, seq
 from structgen.core.unordered import Slots
-from structgen.frontends.json_text import JSON_CHAR, char_encodings, spellings
+from structgen.frontends.json_text import JSON_CHAR, char_spelling_set, spellings
 from structgen.frontends.regex.ecma import char_set_ir, pattern_to_ir
 from structgen.core.regular import difference, intersect, matcher
 from structgen.frontends.json_schema.facts import Merged
@@ -343,7 +343,7 @@ def key_except(cv: Lowering, defined: set[str]) -> Expr:
     if not defined:
         return cv.primitive("string")
     digest = hashlib.sha1(json.dumps(sorted(defined)).encode()).hexdigest()[:10]
-    words = frozenset(tuple(frozenset(char_encodings(ch)) for ch in key) for key in defined)
+    words = frozenset(tuple(map(char_spelling_set, key)) for key in defined)
     chars = cv.rule(f"chars_except_{digest}", Counted(JSON_CHAR, 0, None, words))
     return cv.rule(f"key_except_{digest}", seq(Lit(b'"'), chars, Lit(b'"')))
 

@@ -30,7 +30,7 @@ from structgen.frontends.json_schema.facts import Merged
 from structgen.frontends.json_schema.formats import DEFINED_FORMATS, FORMAT_ALIASES, FORMAT_PATTERNS, GENERATION_PATTERNS
 from structgen.frontends.json_schema.lowering import Lowering, Relaxed
 from structgen.frontends.json_schema.numbers import Bounds, bounded_number_ir, number_ir
-from structgen.frontends.json_text import JSON_CHAR, char_encodings, spellings
+from structgen.frontends.json_text import JSON_CHAR, char_spelling_set, spellings
 from structgen.frontends.regex.ecma import char_set_ir, pattern_to_ir
 
 __all__ = ["number_expr", "string_expr", "plain_string", "constrained_string", "string_pieces", "string_piece",
@@ -93,7 +93,7 @@ def plain_string(cv: Lowering, lo: int, hi: int | None, excluded: list[str], m: 
     if hi == 0 and "" in excluded:
         raise no_value(UnsupportedFeatureError("not", pointer=m.excluded[0][1],
                                                hint="the only string the lengths allow is excluded"))
-    words = frozenset(tuple(frozenset(char_encodings(ch)) for ch in v) for v in excluded)
+    words = frozenset(tuple(map(char_spelling_set, v)) for v in excluded)
     digest = hashlib.sha1(json.dumps(excluded).encode()).hexdigest()[:10]
     suffix = f"{lo}_{'' if hi is None else hi}_except_{digest}"
     chars = cv.rule(f"chars_{suffix}", Counted(JSON_CHAR, lo, hi, words))
