@@ -45,3 +45,32 @@ def test_masks_match_brute_force(request, tokenizer_name, grammar, text):
     compiled = structgen.compile_grammar(grammar, tokenizer)
     ids = tokenizer.encode(text, add_special_tokens=False)
     assert check_walk(compiled.matcher(), list(ids)) == len(ids) + 1
+
+
+def test_a_rules_crossing_reads_are_shared_across_grammars(request, monkeypatch):
+    # What the tokens crossing out of a rule state read after it is a function of the state's
+    # fingerprint (its rule and all it calls), the bytes that may follow the rule and the
+    # remainders: a second grammar with the same rule under other parents takes them from the
+    # vocabulary's cache, and its masks stay exact.
+    from structgen.engine.masks import MaskBuilder
+
+    tokenizer = request.getfixturevalue("smollm2_tokenizer")
+    walked: list[str] = []
+    walk = MaskBuilder._walk_isolated_reads
+
+    def counted(self, keys, iso, follow):
+        walked.append(self.sm.rules[self.sm.frames[iso][0]].name)
+        return walk(self, keys, iso, follow)
+
+    monkeypatch.setattr(MaskBuilder, "_walk_isolated_reads", counted)
+    rules = 'shared_reads_pair: NAME "=" NUMBER ("," NUMBER)*\nNAME: /[a-z]+/\nNUMBER: /[0-9]+/\n'
+    texts = {'start: "(" shared_reads_pair ")"\n': "(abc=12,7)",
+             'start: "[" shared_reads_pair ")" | "{" shared_reads_pair ")"\n': "{abc=12,7)"}
+    per_grammar = []
+    for head, text in texts.items():
+        walked.clear()
+        compiled = structgen.compile_grammar(head + rules, tokenizer)
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert check_walk(compiled.matcher(), list(ids)) == len(ids) + 1
+        per_grammar.append(list(walked))
+    assert "shared_reads_pair" in per_grammar[0] and "shared_reads_pair" not in per_grammar[1]

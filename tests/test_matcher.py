@@ -117,13 +117,14 @@ def test_masks_stay_exact_when_the_shared_cache_forgets():
 
     vocab = Vocabulary(PIECES + [None], eos_ids=[EOS])
     vocab.mask_cache.maxsize = 2  # every shared fact is evicted almost at once
+    vocab.reads_cache.maxsize = 2  # and every crossing read
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 4}},
               "required": ["name"]}
     compiled = structgen.compile_json_schema(schema, vocab, whitespace="compact", canonical=True)
     ids = [tid(b'{"'), tid(b"name"), tid(b'":"'), ord("a"), tid(b'","'), ord("x"), tid(b'":'),
            ord("1"), ord("}")]
     assert check_walk(compiled.matcher(), ids) == len(ids) + 1
-    assert len(vocab.mask_cache) <= 2
+    assert len(vocab.mask_cache) <= 2 and len(vocab.reads_cache) <= 2
 
 
 def test_masks_handed_out_are_read_only():

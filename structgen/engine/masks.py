@@ -419,9 +419,24 @@ class MaskBuilder:
         iso = sm.isolated(sid)
         memo = (id(keys), iso)
         got = self._iso_reads.get(memo)
-        if got is not None:
-            return got
-        follow = sm.automaton.follow[sm.frames[sid][0]]
+        if got is None:
+            # a pure function of the frame's rule state (its fingerprint covers every rule it
+            # calls), what may follow the rule, and the keys: shared by every grammar on the
+            # vocabulary, as the state facts are, so a new grammar's first masks (an SQL
+            # query's start: 68 stacks, each a parent of remainders) do not walk them again
+            rule_i, state, _ = sm.frames[iso]
+            shared = (*self._facts_key(rule_i, state)[1:], keys)
+            cache = self.vocab.reads_cache
+            got = cache.get(shared)
+            if got is None:
+                got = cache.setdefault(shared, self._walk_isolated_reads(keys, iso, sm.automaton.follow[rule_i]))
+            inside, rests, owners = got  # the rests as this builder's one tuple of them (memos use its id)
+            got = self._iso_reads.setdefault(memo, (inside, self._key_list(rests), owners))
+        return got
+
+    def _walk_isolated_reads(self, keys: tuple[bytes, ...], iso: int, follow: frozenset[int]
+                             ) -> tuple[frozenset[int], tuple[bytes, ...], list[tuple[int, ...]]]:
+        sm = self.sm
         crossing: set[tuple[int, int]] = set()
 
         def on_escape(i: int, d: int, forbidden: frozenset[int]) -> None:
@@ -442,9 +457,8 @@ class MaskBuilder:
         by_rest: dict[bytes, list[int]] = {}
         for k, d in crossing:
             by_rest.setdefault(keys[k][d:], []).append(k)
-        rests = self._key_list(sorted(by_rest))
-        got = self._iso_reads[memo] = (frozen_ints(inside), rests, [tuple(by_rest[r]) for r in rests])
-        return got
+        rests = tuple(sorted(by_rest))
+        return frozen_ints(inside), rests, [tuple(by_rest[r]) for r in rests]
 
     # ---------------------------------------------------------------- shared facts
 

@@ -58,6 +58,9 @@ _CONTROL = re.compile(r"^(<[^<>\s]+>|\[[A-Za-z_]+\])$")
 #: Entries kept in a vocabulary's shared mask cache (each holds about one bitmask: 6 KB for a
 #: 49k vocabulary, 32 KB for 262k).
 MASK_CACHE_ENTRIES = 4096
+#: Entries kept in a vocabulary's cache of crossing reads (each a few sets of key numbers:
+#: hundreds of bytes, so many more than of masks)
+READS_CACHE_ENTRIES = 32768
 
 
 class TokenIndex:
@@ -222,6 +225,9 @@ class Vocabulary:
         #: per-vocabulary cache of token-mask facts shared by every grammar (see structgen.engine.masks);
         #: bounded, so a server compiling schema after schema does not grow without limit
         self.mask_cache: LRUCache = LRUCache(MASK_CACHE_ENTRIES)
+        #: the same for what the tokens crossing out of a rule state read after it (masks.py's
+        #: isolated reads): small and many, kept apart so they never push masks out
+        self.reads_cache: LRUCache = LRUCache(READS_CACHE_ENTRIES)
         #: names of the mask-fact files in this vocabulary's disk cache folder (listed lazily)
         self.facts_on_disk: set[str] | None = None
 
