@@ -8,6 +8,7 @@ instance, allow the same bytes and end at the same places.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -18,6 +19,7 @@ from structgen.core.merge_rules import merge_equal_rules
 from structgen.engine.compiler import Compiler
 from structgen.engine.vocab import Vocabulary
 from structgen.frontends.json_schema import translate
+from structgen.frontends.json_schema.rule_table import RuleTable
 
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
 
@@ -71,7 +73,8 @@ def test_recursive_rules_are_merged_where_their_bodies_are_equal():
 
 
 def unmerged(schema, monkeypatch) -> Grammar:
-    with monkeypatch.context() as patch:
+    with monkeypatch.context() as patch:  # neither as the rules are made nor afterwards
+        patch.setattr(translate, "RuleTable", functools.partial(RuleTable, merging=False))
         patch.setattr(translate, "merge_equal_rules", lambda g: g)
         return translate.translate_schema(schema, whitespace="compact")[0]
 
@@ -137,3 +140,33 @@ def test_merging_leaves_no_reference_cycles():
         gc.garbage.clear()
         gc.enable()
     assert garbage == 0
+
+
+def made(schema, monkeypatch) -> Grammar:
+    """The translation's rules as made (merged as they go), without the pass after it."""
+    with monkeypatch.context() as patch:
+        patch.setattr(translate, "merge_equal_rules", lambda g: g)
+        return translate.translate_schema(schema, whitespace="compact")[0]
+
+
+def test_equal_objects_are_one_rule_as_they_are_made(monkeypatch):
+    # two properties with equal objects (their members equal in turn): the second object, its
+    # members and its property's rule are the first's, before any pass over the rules
+    obj = {"type": "object", "properties": {"on": {"type": "boolean"}, "n": {"type": "integer"}}}
+    one = made({"type": "object", "properties": {"a": obj}}, monkeypatch)
+    two = made({"type": "object", "properties": {"a": obj, "b": dict(obj)}}, monkeypatch)
+    def objects(g: Grammar) -> list[str]:
+        return [name for name, _ in g.rules if name.endswith("_members") or name.startswith("s_properties")]
+    assert len(objects(one)) == len(objects(two)) == 3  # the property's rule, its object's and the root's
+    assert "s_properties_b" not in dict(two.rules)
+    assert "s_properties_b" in dict(unmerged({"type": "object", "properties": {"a": obj, "b": dict(obj)}}, monkeypatch).rules)
+    # a rule called while it is made (recursion) is kept: its body names it
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    assert any(name == "root" for name, _ in made(tree, monkeypatch).rules)
+
+
+def test_translation_merges_most_rules_as_it_makes_them(repeating_rows, monkeypatch):
+    for row in repeating_rows:
+        plain, as_made = unmerged(row["schema"], monkeypatch), made(row["schema"], monkeypatch)
+        final = translate.translate_schema(row["schema"], whitespace="compact")[0]
+        assert len(as_made.rules) < len(plain.rules) / 2 and len(final.rules) > 0.9 * len(as_made.rules), row["name"]

@@ -256,7 +256,7 @@ def _automaton(cv: Lowering, m: Merged, counted: list[tuple[Part, int, int | Non
         raise no_value(SchemaError("no array satisfies the item counts and contains together", pointer=where))
     ws = cv.ws
     comma = cv.comma
-    uid = len(cv.rules)
+    uid = cv.uid()
     names = {s: f"arr{uid}_{k}" for k, s in enumerate(s for s in edges if s in live)}
     for s, name in names.items():
         loops = [expr for expr, t in edges[s] if t == s]

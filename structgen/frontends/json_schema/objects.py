@@ -394,7 +394,7 @@ def object_of(cv: Lowering, members: list[Member], extra: Expr | None, lo: int =
         least = c + fewest(i, got)
         return least <= (inf if hi is None else hi) and most >= max(lo, least)
 
-    uid = len(cv.rules)
+    uid = cv.uid()
 
     def extras(c: int, got: int = full) -> Expr:  # additional members after c members (c >= 1)
         if got == full:
@@ -473,14 +473,13 @@ def object_unordered(cv: Lowering, members: list[Member], extra: Expr | None, lo
     """
     ws = cv.ws
     colon = cv.colon
-    uid = len(cv.rules)
-    cv.rules[f"obj{uid}_members"] = Seq(())  # reserved: the name is this object's
+    uid = cv.uid()
     items: list[Ref] = []
     slots: list[int] = []
     gives: list[int] = []
 
     def add(name: str, body: Expr, slot: int, bits: int) -> None:
-        items.append(cv.rule(f"obj{uid}_{name}", body))
+        items.append(cv.rule(f"obj{uid}_{name}", body, mergeable=True))  # equal members: one rule
         slots.append(slot)
         gives.append(bits)
 
@@ -502,11 +501,8 @@ def object_unordered(cv: Lowering, members: list[Member], extra: Expr | None, lo
     if items:
         body = Unordered(tuple(items), tuple(slots), cv.comma, required, lo, hi,
                          tuple(gives) if full else (), full)
-        if Slots.of(body).can_add(0, 0, 0):
-            cv.rules[f"obj{uid}_members"] = body
-            options.append(seq(Lit(b"{"), ws, Ref(f"obj{uid}_members"), ws, Lit(b"}")))
-    if not isinstance(cv.rules[f"obj{uid}_members"], Unordered):
-        del cv.rules[f"obj{uid}_members"]
+        if Slots.of(body).can_add(0, 0, 0):  # equal objects (their members merged): one rule
+            options.append(seq(Lit(b"{"), ws, cv.rule(f"obj{uid}_members", body, mergeable=True), ws, Lit(b"}")))
     if not options:
         raise no_value(SchemaError(f"no object has {lo} to {hi} members here", pointer=count_pointer))
     return alt(*options)

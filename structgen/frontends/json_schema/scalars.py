@@ -208,7 +208,7 @@ def object_literal_any_order(cv: Lowering, value: dict, ptr: str) -> Expr:
     """An object value with its members in any order (JSON objects are unordered), for walking:
     every member a slot of one :class:`~structgen.core.ir.Unordered` rule, all required."""
     ws = cv.ws
-    uid = len(cv.rules)
+    uid = cv.uid()
     cv.rules[f"lit{uid}_members"] = Seq(())  # reserved: rules of nested values come after it
     items = tuple(cv.rule(f"lit{uid}_m{i}", seq(cv.key_literal(k), cv.colon, literal(cv, v, ptr)))
                   for i, k in enumerate(value) for v in (value[k],))

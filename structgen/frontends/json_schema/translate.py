@@ -38,14 +38,13 @@ Example
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 from typing import Any, Callable, Iterable, Literal
 
-from structgen.core.budget import charge, describe_with, place
+from structgen.core.budget import charge, describe_with
 from structgen.core.depth import MAX_NESTING, recursion_room, too_deep
-from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, nodes, seq
+from structgen.core.ir import ByteClass, Counted, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 from structgen.core.memo import Recent
 from structgen.core.merge_rules import merge_equal_rules
 from structgen.errors import OptionError, SchemaError, UnsupportedFeatureError, first_error, is_no_value, no_value
@@ -60,6 +59,7 @@ from structgen.frontends.json_schema.metaschema import check_metaschema
 from structgen.frontends.json_schema.numbers import number_ir
 from structgen.frontends.json_schema.objects import key_except, object_expr, object_of
 from structgen.frontends.json_schema.refs import resolve_ref
+from structgen.frontends.json_schema.rule_table import RuleTable, UndoOnError
 from structgen.frontends.json_schema.scalars import literal, number_expr, string_expr
 from structgen.frontends.json_schema.terms import Conj, Part
 from structgen.frontends.json_schema.values import join_pointer
@@ -82,26 +82,6 @@ KNOWN_DIALECTS = frozenset({
     "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
     "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema",
 })
-
-
-class _UndoOnError:
-    """:meth:`_Converter.undo_on_error`: a class, not a generator context manager, as a large
-    schema enters one per subschema (thousands)."""
-
-    __slots__ = ("rules", "by_pointer", "sizes")
-
-    def __init__(self, rules: dict, by_pointer: dict) -> None:
-        self.rules, self.by_pointer, self.sizes = rules, by_pointer, (len(rules), len(by_pointer))
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, *exc: object) -> None:
-        if kind is not None:  # BaseException included: forget what was made inside, then raise on
-            for name in list(self.rules)[self.sizes[0]:]:
-                del self.rules[name]
-            for key in list(self.by_pointer)[self.sizes[1]:]:
-                del self.by_pointer[key]
 
 
 def _dialect(uri: Any) -> str:
@@ -130,8 +110,8 @@ class _Converter:
         self.integral_spellings = dialect not in ("json-schema.org/draft-03/schema",
                                                   "json-schema.org/draft-04/schema")
         self.relaxed: list[Relaxed] = []
-        self.rules: dict[str, Expr] = {}
-        self.by_pointer: dict[str | tuple[str, ...], str] = {}
+        self.table = RuleTable()
+        self.rules, self.by_pointer = self.table.rules, self.table.by_pointer
         self.merger = Merger(root, KEYWORDS, check=self.check, refuse=self.refuse, ref_siblings_always=strict)
 
     # -- rule plumbing
@@ -177,14 +157,15 @@ class _Converter:
                 self.rule(name, alt(*(Lit(x[1:]) for x in options if x.startswith(b"\\"))))
         return expr
 
-    def rule(self, name: str, body: Expr) -> Ref:
-        self.rules.setdefault(name, body)
-        return Ref(name)
+    def rule(self, name: str, body: Expr, *, mergeable: bool = False) -> Ref:
+        return self.table.helper(name, body, mergeable=mergeable)
 
-    def undo_on_error(self) -> "_UndoOnError":
-        """Rules and names made inside are forgotten when it raises: a dropped alternative
-        leaves no half-built rule behind for a later reference to find."""
-        return _UndoOnError(self.rules, self.by_pointer)
+    def uid(self) -> int:
+        return self.table.uid()
+
+    def undo_on_error(self) -> UndoOnError:
+        """Rules and names made inside are forgotten when it raises (see :class:`RuleTable`)."""
+        return self.table.undo_on_error()
 
     @property
     def ws(self) -> Expr:
@@ -254,20 +235,9 @@ class _Converter:
             return None
 
     def named(self, key: str | tuple[str, ...], build: Callable[[], Expr]) -> Ref:
-        name = self.by_pointer.get(key)
-        if name is not None:
-            return Ref(name)
-        text = key if isinstance(key, str) else "&".join(key)
-        name = "root" if key == "" else "s" + re.sub(r"[^A-Za-z0-9_]+", "_", text)
-        if not isinstance(key, str) and len(name) > 64:  # several pointers: shortened
-            name = name[:48] + "_" + hashlib.sha1(text.encode()).hexdigest()[:10]
-        while name in self.rules:
-            name += "_"
-        with self.undo_on_error(), place(f"'{text or '/'}'"):
-            self.by_pointer[key] = name
-            self.rules[name] = Seq(())  # reserved: recursion may refer to it before it is built
-            self.rules[name] = build()
-        return Ref(name)
+        """The rule for ``key`` (a pointer, or the pointers of a conjunction), built once, or an
+        equal earlier rule (:meth:`RuleTable.named`)."""
+        return self.table.named(key, build)
 
     def ref_alone(self, schema: Any) -> bool:
         """``schema`` is a ``$ref`` alone (or beside keywords its draft ignores)."""
@@ -405,7 +375,7 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
             conv.convert(conv.root, "")
     finally:  # the merger calls back into the converter: a reference cycle, with all it made
         conv.merger = None  # type: ignore[assignment]
-    describe_with(_rule_places(conv))
+    describe_with(conv.table.describer())
     rules = [("root", conv.rules.pop("root"))] + list(conv.rules.items())
     grammar = Grammar(tuple(rules), "root")  # checked when compiled
     if len(rules) >= MERGE_FROM_RULES:  # a large schema repeats itself (one member in many objects)
@@ -561,28 +531,3 @@ def _pointer(where: Any) -> str:
     for key in reversed(keys):
         ptr = join_pointer(ptr, key)
     return ptr
-
-
-def _rule_places(conv: _Converter) -> Callable[[str], str]:
-    """How a compile budget names a rule: the schema path it was built for, or for a helper
-    rule (an object's tails, a string automaton) the path of the first schema rule using it.
-
-    Worked out on first use: only a refusal names a rule, and walking every rule's IR took about
-    5% of a typical schema's compile."""
-    rules = dict(conv.rules)  # as translated (the caller takes the root out next)
-
-    @functools.cache
-    def places() -> dict[str, str]:
-        found = {name: key if isinstance(key, str) else " & ".join(key) for key, name in conv.by_pointer.items()}
-        todo = list(found)
-        for name in todo:  # breadth first: a helper takes the first schema rule's path
-            for node in nodes(rules.get(name, Seq(()))):
-                if isinstance(node, Ref) and node.name not in found:
-                    found[node.name] = found[name]
-                    todo.append(node.name)
-        return found
-
-    def describe(name: str) -> str:
-        got = places()
-        return f"'{got[name] or '/'}'" if name in got else name
-    return describe
