@@ -422,8 +422,8 @@ class MaskBuilder:
         if got is None:
             # a pure function of the frame's rule state (its fingerprint covers every rule it
             # calls), what may follow the rule, and the keys: shared by every grammar on the
-            # vocabulary, as the state facts are, so a new grammar's first masks (an SQL
-            # query's start: 68 stacks, each a parent of remainders) do not walk them again
+            # vocabulary, as the state facts are, so a new grammar's first masks (a C-like
+            # grammar's start: 68 stacks, each a parent of remainders) do not walk them again
             rule_i, state, _ = sm.frames[iso]
             shared = (*self._facts_key(rule_i, state)[1:], keys)
             cache = self.vocab.reads_cache
