@@ -31,8 +31,8 @@ Example
 >>> g = schema_to_grammar({"type": "object", "properties": {"ok": {"type": "boolean"}},
 ...                        "required": ["ok"], "additionalProperties": False},
 ...                       whitespace="compact", canonical=True)
->>> print(g.rules[0][1])
-"{\\"ok\\":" s_properties_ok "}"
+>>> print(g.rules[0][1])  # the property's rule is the boolean one (see rule_table)
+"{\\"ok\\":" boolean "}"
 """
 
 from __future__ import annotations
