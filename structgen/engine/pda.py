@@ -69,13 +69,14 @@ STACKS_KERNEL_VERSION = 3
 def stacks_kernel_available() -> bool:
     """Whether closures of plain frames and interning run in C (``compiled_stacks.c``, built by
     pip at install; ``STRUCTGEN_STACKS_KERNEL=0`` turns it off): same stacks, same ids."""
-    return (_kernel is not None and getattr(_kernel, "VERSION", None) == STACKS_KERNEL_VERSION
-            and os.environ.get("STRUCTGEN_STACKS_KERNEL", "1") != "0")
+    return _KERNEL_BUILT and os.environ.get("STRUCTGEN_STACKS_KERNEL", "1") != "0"
 
+
+#: whether ``compiled_stacks.c`` was built, in the version this module speaks to
+_KERNEL_BUILT = _kernel is not None and getattr(_kernel, "VERSION", None) == STACKS_KERNEL_VERSION
 #: ``frozenset`` for sets of ints (stack ids, bytes), kept out of the cyclic collector's sight
 #: where the kernel is built (``frozen_ints`` in ``compiled_stacks.c`` says why)
-frozen_ints = (_kernel.frozen_ints if _kernel is not None and getattr(_kernel, "VERSION", None) == STACKS_KERNEL_VERSION
-               else frozenset)
+frozen_ints = _kernel.frozen_ints if _KERNEL_BUILT else frozenset
 
 ACCEPT = 0
 ESCAPE = 1
