@@ -461,6 +461,8 @@ class _LeafTable:
 #: id(trans) -> (trans, accept, table) of :func:`_leaf_table`; entries hold their automaton's
 #: lists, so an id is not reused while its entry stands
 _LEAF_TABLES: dict[int, tuple[list, list, _LeafTable]] = {}
+#: threads of one process share the tables: summing them while another thread adds one raised
+_LEAF_TABLES_LOCK = threading.Lock()
 #: what the leaf tables may hold before they are dropped (a 500-state name token: 640 KiB)
 _LEAF_TABLES_MAX_BYTES = 64 << 20
 
@@ -492,10 +494,11 @@ def _leaf_table(trans: list[dict[int, int]], accept: list[bool]) -> _LeafTable:
         accepting = np.append(np.asarray(accept, dtype=np.int8), 0)[step]
         table = _LeafTable(live, row_of[step], accepting)
         size = table.targets.nbytes + table.accepting.nbytes
-        if sum(t.targets.nbytes + t.accepting.nbytes for _, _, t in _LEAF_TABLES.values()) + size \
-                > _LEAF_TABLES_MAX_BYTES:
-            _LEAF_TABLES.clear()
-        got = _LEAF_TABLES[id(trans)] = (trans, accept, table)
+        with _LEAF_TABLES_LOCK:
+            if sum(t.targets.nbytes + t.accepting.nbytes for _, _, t in _LEAF_TABLES.values()) + size \
+                    > _LEAF_TABLES_MAX_BYTES:
+                _LEAF_TABLES.clear()
+            got = _LEAF_TABLES[id(trans)] = (trans, accept, table)
     return got[2]
 
 
