@@ -976,3 +976,37 @@ def test_translating_leaves_no_reference_cycles():
             if kind == "_Converter" or name in ("first_of", "either", "resolve")
             or name.startswith(("object_of.", "_counted.", "merge_equal_rules."))]
     assert not ours, ours
+
+
+SCALAR_SHORTCUT_CASES = [
+    {"type": "object", "properties": {"a": {"type": "string", "description": "d"}, "b": {"type": "integer"},
+                                      "c": {"type": "number", "title": "t"}, "d": {"type": "boolean"},
+                                      "e": {"type": "null"}, "f": {"type": ["string", "null"]}},
+     "required": ["a", "b"]},
+    {"$schema": "http://json-schema.org/draft-04/schema#",  # integers without a fraction part
+     "type": "array", "items": {"type": "integer"}},
+    {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number"}], "items": {"type": "boolean"}},
+    {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 3}]},
+    {"$defs": {"s": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/s"}}},
+]
+
+
+@pytest.mark.parametrize("options", [{"whitespace": "compact"}, {"whitespace": "flexible", "strict": True},
+                                     {"whitespace": "spaced", "canonical": True}])
+def test_a_type_alone_names_the_rule_the_merge_path_makes(options, monkeypatch):
+    """``{"type": "string"}`` (beside annotations only) goes straight to the type's rule
+    (``_Converter.scalar``); the grammar is the one the merge path makes, rule for rule, on
+    small cases and on real MaskBench schemas full of such properties."""
+    import maskbench as mb
+    from structgen.frontends.json_schema import translate
+
+    wanted = {"BFCL_multiple_106.json", "Github_hard---o46173.json", "Snowplow---sp_162_Normalized.json",
+              "JsonSchemaStore---buildinfo-schema.json", "Kubernetes---kb_314_Normalized.json",
+              "MCPspec---InitializeResult.json", "WashingtonPost---wp_2_Normalized.json"}
+    rows = [row["schema"] for row in mb.iter_rows() if row["name"] in wanted] if mb.available() else []
+    schemas = SCALAR_SHORTCUT_CASES + rows
+    shortcut = [translate.translate_schema(s, **options) for s in schemas]
+    monkeypatch.setattr(translate, "_SCALAR_TYPES", frozenset())
+    merged = [translate.translate_schema(s, **options) for s in schemas]
+    assert shortcut == merged
+    assert len(rows) == len(wanted)  # the data is there, and these names are in it

@@ -271,6 +271,8 @@ class _Converter:
             for link in reversed(chain):  # each link's target has its rule now: no recursion
                 got = self.convert(link.schema, link.pointer)
             return got
+        if constraints == ["type"] and isinstance(schema["type"], str) and schema["type"] in _SCALAR_TYPES:
+            return self.scalar(schema["type"])
         if constraints == ["allOf"] and isinstance(schema["allOf"], list) and len(schema["allOf"]) == 1:
             return self.convert(schema["allOf"][0], join_pointer(ptr, "allOf", 0))  # one branch: its rule, shared
         if constraints == ["anyOf"]:  # alone: the branches' rules; a branch matching nothing is dropped
@@ -279,6 +281,12 @@ class _Converter:
                 raise SchemaError("anyOf must be a non-empty array", pointer=join_pointer(ptr, "anyOf"))
             return self.first_of(lambda b: self.convert(b[1], join_pointer(ptr, "anyOf", b[0])), enumerate(branches))
         return self.conjunction(Conj((Part(schema, ptr),)))
+
+    def scalar(self, t: str) -> Ref:
+        """A scalar type's rule, as the merge path (:meth:`conjunction`) makes it for a schema that
+        says only ``{"type": t}``: a third of MaskBench's subschemas (a property's type beside
+        its description), each of which took a merge, a term and a resolve."""
+        return self.string_rule(0, None) if t == "string" else self.primitive(t)
 
     def first_of(self, build: Callable[[Any], Expr], options: Iterable[Any]) -> Expr:
         """The alternative of what ``build`` makes of each option, leaving out options no value
@@ -417,6 +425,9 @@ def _key_char(ch: str) -> tuple[tuple[Expr, ...], "str | None"]:
 #: key -> :func:`_walked_key` of it (IR nodes are immutable: one copy serves every schema).
 _WALKED_KEYS: Recent[str, tuple[Expr, tuple[tuple[str, str], ...]]] = Recent(2048)
 
+
+#: types whose unconstrained rule :meth:`_Converter.scalar` names directly
+_SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
 
 _TEXT_KEYWORDS = ("const", "enum", "required")
 _NAME_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependentRequired")
