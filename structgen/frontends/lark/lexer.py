@@ -42,9 +42,10 @@ from __future__ import annotations
 from array import array
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows, mask_of,
-                                minimize, minimize_rows, rows_of, shared_grouped, shared_read_classes, split_fsms,
+                                mask_of_ranges, minimize, minimize_rows, rows_of, shared_grouped, shared_read_classes, split_fsms,
                                 trim, trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
+from structgen.core.memo import Recent
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
 
@@ -129,7 +130,21 @@ def _partition(pieces: list[tuple[int, object]]) -> list[tuple[int, set]]:
 
 
 def _without_first(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
-    """``fsm`` minus its texts that start with a byte of ``first`` (None: nothing is left)."""
+    """``fsm`` minus its texts that start with a byte of ``first`` (None: nothing is left);
+    kept per process by content (a token after the same ignored run recurs across grammars
+    with the same terminals: a SQL grammar per database)."""
+    key = (fsm, first)
+    got = _WITHOUT_FIRST.get(key, _NONE)
+    if got is _NONE:
+        got = _WITHOUT_FIRST[key] = _without_first_made(fsm, first)
+    return got  # type: ignore[return-value]
+
+
+_WITHOUT_FIRST: Recent[tuple[Fsm, frozenset[int]], "Fsm | None"] = Recent(1024)
+_NONE = object()
+
+
+def _without_first_made(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
     trans = [{b: t for cls, t in row for b in cls.bytes()} for row in fsm.edges]
     trans[0] = {b: t for b, t in trans[0].items() if b not in first}
     if not trans[0]:
@@ -137,8 +152,12 @@ def _without_first(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
     return as_fsm(*minimize(*trim(trans, [q in fsm.accept for q in range(len(trans))])))
 
 
-def _first_bytes(fsm: Fsm) -> frozenset[int]:
-    return frozenset(b for cls, _ in fsm.edges[0] for b in cls.bytes())
+def _first_mask(fsm: Fsm) -> int:
+    """The bytes ``fsm`` may start with, as a mask."""
+    m = 0
+    for cls, _ in fsm.edges[0]:
+        m |= mask_of_ranges(cls.ranges)
+    return m
 
 
 def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | None") -> Grammar:
@@ -161,6 +180,7 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     union_class, classes = shared_read_classes(union[0])  # each distinct set of bytes the union reads
     runs = sorted(_ignored_run(rows_of(ignore, charged=False), union_rows, union_class, classes).items(),
                   key=lambda kv: sorted(kv[0])) if ignore is not None else []
+    run_masks = [mask_of(after_run) for after_run, _ in runs]  # what each run forbids next
     lookahead: list[tuple[str, frozenset[int]]] = []
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
@@ -174,10 +194,11 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
             if forbidden:
                 lookahead.append((n, forbidden))
         options: list[Expr] = [alt(*(Ref(n) for n in names))]
+        firsts = [_first_mask(body) for _, body in by_exit]  # type: ignore[arg-type]
         for k, (after_run, run) in enumerate(runs):
             calls: list[Expr] = []
-            for n, (forbidden, body) in zip(names, by_exit):
-                if not _first_bytes(body) & after_run:  # type: ignore[arg-type]
+            for n, (forbidden, body), first in zip(names, by_exit, firsts):
+                if not first & run_masks[k]:
                     calls.append(Ref(n))
                     continue
                 rest = _without_first(body, after_run)  # type: ignore[arg-type]
