@@ -42,10 +42,9 @@ from __future__ import annotations
 from array import array
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows, mask_of,
-                                mask_of_ranges, minimize, minimize_rows, rows_of, shared_grouped, shared_read_classes, split_fsms,
-                                trim, trim_rows)
+                                mask_of_ranges, minimize, minimize_rows, rows_of, shared_grouped, shared_read_classes,
+                                split_fsms, trim, trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
-from structgen.core.memo import Recent
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
 
@@ -130,21 +129,7 @@ def _partition(pieces: list[tuple[int, object]]) -> list[tuple[int, set]]:
 
 
 def _without_first(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
-    """``fsm`` minus its texts that start with a byte of ``first`` (None: nothing is left);
-    kept per process by content (a token after the same ignored run recurs across grammars
-    with the same terminals: a SQL grammar per database)."""
-    key = (fsm, first)
-    got = _WITHOUT_FIRST.get(key, _NONE)
-    if got is _NONE:
-        got = _WITHOUT_FIRST[key] = _without_first_made(fsm, first)
-    return got  # type: ignore[return-value]
-
-
-_WITHOUT_FIRST: Recent[tuple[Fsm, frozenset[int]], "Fsm | None"] = Recent(1024)
-_NONE = object()
-
-
-def _without_first_made(fsm: Fsm, first: frozenset[int]) -> "Fsm | None":
+    """``fsm`` minus its texts that start with a byte of ``first`` (None: nothing is left)."""
     trans = [{b: t for cls, t in row for b in cls.bytes()} for row in fsm.edges]
     trans[0] = {b: t for b, t in trans[0].items() if b not in first}
     if not trans[0]:
