@@ -155,6 +155,21 @@ def test_ir_grammar_with_left_recursion():
     assert accepts(compiled, "1+2+3") and not accepts(compiled, "1++2")
 
 
+@pytest.mark.parametrize("rules,start,message", [
+    # the rewrite of left recursion follows references: a dangling one is an error, not a KeyError
+    ({"e": "left-recursive", "n": "to 'm'"}, "e", "rule 'n' refers to undefined rule 'm'"),
+    ({"e": "left-recursive", "n": "digits"}, "s", "the start rule 's' is not defined"),
+    ({"n": "digits"}, "s", "the start rule 's' is not defined"),
+])
+def test_ir_grammar_with_a_dangling_reference_is_a_grammar_error(rules, start, message):
+    from structgen.core.ir import ByteClass, Grammar, Lit, Ref, alt, seq
+    bodies = {"left-recursive": alt(seq(Ref("e"), Lit(b"+"), Ref("n")), Ref("n")),
+              "to 'm'": alt(Ref("m"), ByteClass.of("0-9")), "digits": ByteClass.of("0-9")}
+    g = Grammar(tuple((name, bodies[kind]) for name, kind in rules.items()), start)
+    with pytest.raises(GrammarError, match=re.escape(message)):
+        structgen.compile_grammar(g, BYTES)
+
+
 # ---------------------------------------------------------------- errors, with a caret
 
 @pytest.mark.parametrize("text,message,line,column", [

@@ -482,7 +482,8 @@ class Grammar:
         return Grammar(tuple(rules.items()), start).checked()
 
     def checked(self, shapes: "Sequence[Shape | None] | None" = None) -> "Grammar":
-        """Raise :class:`GrammarError` for undefined references or duplicate rule names.
+        """Raise :class:`GrammarError` for undefined references (the start rule's included) or
+        duplicate rule names.
 
         ``shapes``: each rule's :func:`shape` where the caller has it (a compile keeps it with
         the rule's automaton), else None (computed here)."""
@@ -491,6 +492,8 @@ class Grammar:
         if len(defined) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise GrammarError(f"rule '{dup}' is defined twice")
+        if self.start not in defined:
+            raise GrammarError(f"the start rule '{self.start}' is not defined")
         for i, (name, body) in enumerate(self.rules):
             known = shapes[i] if shapes is not None else None
             refs, misuse = known if known is not None else shape(body)

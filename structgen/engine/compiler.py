@@ -132,7 +132,9 @@ class Compiler:
 
         if isinstance(grammar, Grammar):
             with self._compiling():
-                return self.grammar(remove_left_recursion(grammar), source=grammar, kind="grammar")
+                # checked first: the rewrite follows references, so a dangling one must be an error
+                return self.grammar(remove_left_recursion(grammar.checked()), source=grammar,
+                                    kind="grammar")
         from structgen.frontends.lark.reader import read_grammar
 
         text, name, base = read_grammar_source(grammar)
