@@ -255,8 +255,10 @@ class MaskBuilder:
                 got = self._empty
             elif len(parts) == 1:
                 got = parts[0]
-            else:
-                got = np.bitwise_or.reduce(parts)
+            else:  # in place: reduce would first copy every part into one 2-D array
+                got = parts[0] | parts[1]
+                for part in parts[2:]:
+                    np.bitwise_or(got, part, out=got)
             got.flags.writeable = False
             self._set_masks[stacks] = got
         return got
@@ -279,10 +281,11 @@ class MaskBuilder:
                 got = self._counted_stack_mask(rule_i, state, parent)  # type: ignore[arg-type]
             else:
                 facts = self._plain_facts(sid)
-                crossing = self._crossing_ids(facts.crossing, parent)
                 got = facts.inside
-                if crossing.size:
-                    got = got | ids_to_mask(crossing, self.vocab.words)
+                if facts.crossing.keys:  # most states: no token returns from them (a key's start)
+                    crossing = self._crossing_ids(facts.crossing, parent)
+                    if crossing.size:
+                        got = got | ids_to_mask(crossing, self.vocab.words)
         self._stack_masks[sid] = got
         return got
 
