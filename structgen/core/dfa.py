@@ -74,8 +74,17 @@ def rows_of(e: Expr, what: str = "regular", *, charged: bool = True) -> tuple["R
 def shared_grouped(trans: list[dict[int, int]]) -> "Rows":
     """``grouped(trans)`` made once per process for a DFA of :func:`dfa_of`'s cache: the SQL
     grammar's union of all terminals has 1,669 states, and grouping it with the terminals took
-    30 ms of every compile. The rows are shared: never change them."""
-    return kept_by_id(_ROWS, trans, grouped, 4096)
+    30 ms of every compile. The rows are shared, so they are tuples: no caller can change them,
+    and the cyclic collector stops walking them (a tuple of ints is untracked; the lists were
+    42k objects after 200 MaskBench schemas, scanned by every full collection)."""
+    return kept_by_id(_ROWS, trans, _frozen_grouped, 4096)
+
+
+def _frozen_grouped(trans: list[dict[int, int]]) -> "Rows":
+    rows = tuple(map(tuple, grouped(trans)))
+    if kernel_available():  # now, not a collection per level later
+        _kernel.untrack_edges(rows)
+    return rows  # type: ignore[return-value]
 
 
 def shared_read_classes(trans: list[dict[int, int]]) -> tuple[array, list[frozenset[int]]]:
@@ -436,7 +445,10 @@ def fsm_of_rows(rows: Rows, accept: list[bool]) -> Fsm:
             continue
         # a row's classes are disjoint: ordered by their lowest byte, never by the class itself
         edges.append(tuple((cls, t) for (_, cls), t in sorted((_byte_class(bs), t) for bs, t in row)))
-    return Fsm(tuple(edges), frozenset(q for q, a in enumerate(accept) if a))
+    out = tuple(edges)
+    if kernel_available():  # as the kernel's own Fsm nodes (split_fsms): no cycle runs through them
+        _kernel.untrack_edges(out)
+    return Fsm(out, frozenset(q for q, a in enumerate(accept) if a))
 
 
 def _byte_class(mask: int) -> tuple[int, ByteClass]:

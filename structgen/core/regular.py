@@ -204,7 +204,7 @@ def _completed(rb: Rows, ab: list[bool]) -> tuple[Rows, array]:
         completed = []
         for row in rb:
             reads = sum(m for m, _ in row)  # a row's masks are disjoint
-            completed.append(row + [(every & ~reads, sink)] if reads != every else row)
+            completed.append([*row, (every & ~reads, sink)] if reads != every else row)
         completed.append([(every, sink)])
         if len(_COMPLETED) >= 16:
             _COMPLETED.clear()
