@@ -81,10 +81,17 @@ def shared_grouped(trans: list[dict[int, int]]) -> "Rows":
 
 
 def _frozen_grouped(trans: list[dict[int, int]]) -> "Rows":
-    rows = tuple(map(tuple, grouped(trans)))
-    if kernel_available():  # now, not a collection per level later
+    return _untracked(tuple(map(tuple, grouped(trans))))  # type: ignore[return-value]
+
+
+def _untracked(rows: tuple) -> tuple:
+    """``rows`` (an Fsm's edges or grouped rows, tuples of ``(label, target)``) taken out of the
+    cyclic collector's sight now, by the kernel (``untrack_edges``), as its own Fsm nodes are:
+    no cycle runs through them. Without the kernel, a collection untracks tuples of ints a
+    level at a time, and never a pair that holds a ByteClass."""
+    if kernel_available():
         _kernel.untrack_edges(rows)
-    return rows  # type: ignore[return-value]
+    return rows
 
 
 def shared_read_classes(trans: list[dict[int, int]]) -> tuple[array, list[frozenset[int]]]:
@@ -445,10 +452,7 @@ def fsm_of_rows(rows: Rows, accept: list[bool]) -> Fsm:
             continue
         # a row's classes are disjoint: ordered by their lowest byte, never by the class itself
         edges.append(tuple((cls, t) for (_, cls), t in sorted((_byte_class(bs), t) for bs, t in row)))
-    out = tuple(edges)
-    if kernel_available():  # as the kernel's own Fsm nodes (split_fsms): no cycle runs through them
-        _kernel.untrack_edges(out)
-    return Fsm(out, frozenset(q for q, a in enumerate(accept) if a))
+    return Fsm(_untracked(tuple(edges)), frozenset(q for q, a in enumerate(accept) if a))
 
 
 def _byte_class(mask: int) -> tuple[int, ByteClass]:
