@@ -109,6 +109,53 @@ def test_real_grammars_lex_alike(grammar, monkeypatch):
     assert [digest(body) for _, body in out[1].rules] == [digest(body) for _, body in out[0].rules]
 
 
+def random_trans(rng: random.Random, n: int) -> list[dict[int, int]]:
+    """Random DFA rows of ``n`` states: empty rows, one target, many, all 256 bytes."""
+    trans = []
+    for _ in range(n):
+        shape = rng.random()
+        if shape < 0.1:
+            trans.append({})
+        elif shape < 0.2:
+            trans.append(dict.fromkeys(range(256), rng.randrange(n)))
+        else:
+            trans.append({b: rng.randrange(min(n, rng.choice([1, 3, 300]))) for b in rng.sample(range(256), rng.randint(1, 256))})
+    return trans
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_rows_group_alike_in_c_and_python(seed):
+    if not dfa.kernel_available():
+        pytest.skip("compiled_dfa is off or not built")
+    trans = random_trans(random.Random(seed), random.Random(seed).randint(1, 40))
+    python = dfa.grouped_py(trans)
+    assert dfa._kernel.grouped(trans, False) == python
+    assert dfa._kernel.grouped(trans, True) == tuple(map(tuple, python))
+
+
+def test_the_sql_union_of_terminals_groups_alike():
+    """The largest automaton grouped in a grammar compile (1,669 states), bytes 0-255 and all."""
+    if not dfa.kernel_available():
+        pytest.skip("compiled_dfa is off or not built")
+    from structgen.frontends.lark.reader import _load, _Lowering, _terminal_languages
+
+    text = sql_grammar_text(read_schema(SQL_DIR / "databases" / "car_dealership.sqlite"), strict=False)
+    defs, _ = _load(text, "<sql>", None)
+    terminals = _terminal_languages(_Lowering(defs), {n: d for n, d in defs.items() if d.terminal})
+    trans, _ = dfa.dfa_of(ir.alt(*terminals.values()), charged=False)
+    assert len(trans) > 1000
+    assert dfa.grouped(trans) == dfa.grouped_py(trans)
+
+
+def test_grouping_refuses_what_is_not_dfa_rows():
+    if not dfa.kernel_available():
+        pytest.skip("compiled_dfa is off or not built")
+    for bad, error in (([{256: 0}], ValueError), ([{97: 1}], ValueError), ([{-1: 0}], ValueError),
+                       ([{97: "a"}], TypeError), ([[97]], TypeError), (5, TypeError)):
+        with pytest.raises(error):
+            dfa._kernel.grouped(bad, False)
+
+
 @pytest.mark.parametrize("limit", [40, 300, 600])
 def test_the_state_limit_and_the_budget_stop_it_alike(limit, monkeypatch):
     """A product past the state limit is a CompileError, and a budget it exceeds is a

@@ -81,6 +81,8 @@ def shared_grouped(trans: list[dict[int, int]]) -> "Rows":
 
 
 def _frozen_grouped(trans: list[dict[int, int]]) -> "Rows":
+    if kernel_available():  # tuples from the start, untracked as they are made
+        return _kernel.grouped(trans, True)
     return _untracked(tuple(map(tuple, grouped(trans))))  # type: ignore[return-value]
 
 
@@ -343,6 +345,13 @@ def grouped(trans: list[dict[int, int]]) -> Rows:
     >>> grouped([{97: 1, 98: 1, 99: 0}, {}]) == [[(mask_of([99]), 0), (mask_of([97, 98]), 1)], []]
     True
     """
+    if kernel_available():  # the same rows, 5-10x faster (tests/test_dfa_kernel.py compares)
+        return _kernel.grouped(trans, False)
+    return grouped_py(trans)
+
+
+def grouped_py(trans: list[dict[int, int]]) -> Rows:
+    """:func:`grouped` in Python: the reference the kernel is tested against."""
     out: Rows = []
     for row in trans:
         targets = set(row.values())

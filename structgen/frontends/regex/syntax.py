@@ -393,11 +393,9 @@ def _is_anchor(node, kind: str) -> bool:
 
 def _merge(branches: list[Branch]) -> list[Branch]:
     """One branch per anchoring, its IR the alternative of theirs."""
-    by_flags: dict[tuple[bool, bool], list[Expr]] = {}
-    for sa, ea, ir in branches:
-        opts = by_flags.setdefault((sa, ea), [])
-        if ir not in opts:
-            opts.append(ir)
+    by_flags: dict[tuple[bool, bool], dict[Expr, None]] = {}
+    for sa, ea, ir in branches:  # a dict, not a list: a 500-name alternation is not 500² compares
+        by_flags.setdefault((sa, ea), {})[ir] = None
     return [(sa, ea, alt(*irs)) for (sa, ea), irs in by_flags.items()]
 
 
