@@ -44,6 +44,14 @@ import os
 for _var in ("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"
 
+# structgen keeps slow state facts on disk (STRUCTGEN_CACHE_DIR/facts): facts an earlier run at
+# the same checkout saved would make this run's first masks warm. So every benchmark run gets a
+# new empty cache folder, which its workers and children inherit, unless the caller chose one.
+if "STRUCTGEN_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["STRUCTGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="structgen-bench-")
+
 import argparse  # noqa: E402
 import gc  # noqa: E402
 import contextlib  # noqa: E402
