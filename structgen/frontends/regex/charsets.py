@@ -297,4 +297,15 @@ def raw_set_ir(ranges: Iterable[tuple[int, int]]) -> Expr:
     >>> print(raw_set_ir([(0x61, 0x63), (0xE9, 0xE9)]))
     [a-c] | "\\xc3\\xa9"
     """
-    return _raw_set_ir(_subtract(normalize(list(ranges)), *_SURROGATES))
+    ranges = tuple(ranges)
+    try:
+        return _raw_set_ir_as_given(ranges)
+    except TypeError:  # ranges given as lists: not hashable
+        return _raw_set_ir(_subtract(normalize(ranges), *_SURROGATES))
+
+
+@functools.lru_cache(maxsize=4096)
+def _raw_set_ir_as_given(ranges: Ranges) -> Expr:
+    # keyed on the ranges as the parser gives them: a case-insensitive name is one {x, X} set
+    # per letter, and normalizing each again cost more than the lookup (SQL: 5,500 per grammar)
+    return _raw_set_ir(_subtract(normalize(ranges), *_SURROGATES))
