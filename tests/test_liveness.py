@@ -12,7 +12,7 @@ import pytest
 import structgen
 from structgen.core import grammar_facts
 from structgen.core.dfa_kernel import kernel_available
-from structgen.core.liveness import _liveness_in_c, _liveness_in_python, live_states, liveness
+from structgen.core.liveness import _liveness_in_c, _liveness_in_python, live_states, liveness, solo_live_states
 from sql_data import SQL_DIR
 
 
@@ -70,6 +70,15 @@ def test_random_rule_automata_agree_with_the_definition(seed):
     solo = [tuple(live_states(r, ())) if not any(r.calls) else None for r in rules]
     alive, live = both_paths(rules, solo)
     assert (alive, [list(x) for x in live]) == by_rounds(rules)
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_live_states_of_a_rule_that_calls_nothing_agree(seed):
+    """solo_live_states (the kernel where built) against live_states, dead states included."""
+    rng = random.Random(seed)
+    for r in random_rules(rng, 5):
+        r.calls = [()] * len(r.trans)
+        assert list(solo_live_states(r)) == live_states(r, ())
 
 
 def test_some_random_rules_match_nothing():

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from structgen.core.budget import affordable, charge, room
 from structgen.core.dfa_kernel import kernel, kernel_available
 from structgen.core.grammar_facts import check_left_recursion, fingerprints, first_and_follow, nullable, prune_dead
-from structgen.core.liveness import live_states
+from structgen.core.liveness import solo_live_states
 from structgen.core.memo import Recent
 from structgen.errors import CompileError
 from structgen.core.ir import (Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Shape, Unordered, alt,
@@ -387,7 +387,7 @@ class _Cached:
         self.shape, self.automaton, self.digest = body_shape, automaton, body_digest
         self.calling = tuple((q, qc) for q, qc in enumerate(automaton.calls) if qc)
         # a tuple: cache entries churn, and the collector stops tracking a tuple of bools
-        self.solo_live = None if self.calling else tuple(live_states(automaton, ()))
+        self.solo_live = None if self.calling else tuple(solo_live_states(automaton))
 
 
 #: body -> what :func:`_compile_rule` keeps of it

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from structgen.core.dfa_kernel import kernel, kernel_available
 
-__all__ = ["productive", "live_states", "liveness", "blame"]
+__all__ = ["productive", "live_states", "solo_live_states", "liveness", "blame"]
 
 
 def live_states(rule: Any, alive: Sequence[bool]) -> list[bool]:
@@ -49,6 +49,19 @@ def live_states(rule: Any, alive: Sequence[bool]) -> list[bool]:
                 live[p] = True
                 todo.append(p)
     return live
+
+
+def solo_live_states(rule: Any) -> Sequence[bool]:
+    """:func:`live_states` of a rule that calls nothing, by the kernel where it is built (a SQL
+    grammar's name rules are ~800 states: 0.65 ms each in Python, 0.09 in C).
+
+    >>> from types import SimpleNamespace as R
+    >>> list(solo_live_states(R(trans=[{97: 1, 98: 2}, {}, {}], calls=[(), (), ()], accept=[False, True, False])))
+    [True, True, False]
+    """
+    if kernel_available():
+        return kernel.liveness([rule.trans], [rule.calls], [rule.accept], [None], [False], [None])[1][0]
+    return live_states(rule, ())
 
 
 def _matches(rule: Any, alive: Sequence[bool]) -> bool:
