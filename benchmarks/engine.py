@@ -48,9 +48,12 @@ for _var in ("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLA
 # the same checkout saved would make this run's first masks warm. So every benchmark run gets a
 # new empty cache folder, which its workers and children inherit, unless the caller chose one.
 if "STRUCTGEN_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["STRUCTGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="structgen-bench-")
+    atexit.register(shutil.rmtree, os.environ["STRUCTGEN_CACHE_DIR"], True)
 
 import argparse  # noqa: E402
 import gc  # noqa: E402

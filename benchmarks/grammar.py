@@ -55,7 +55,7 @@ import tempfile
 
 # Cold by default: structgen keeps slow state facts on disk (STRUCTGEN_CACHE_DIR/facts), and
 # facts an earlier run saved would hide what a grammar's first masks cost (each worker gets a
-# new folder: run_case). --warm keeps the user's own folder, which engine.py would replace.
+# new folder: in_worker). --warm keeps the user's own folder, which engine.py would replace.
 if "--warm" in sys.argv:
     os.environ.setdefault("STRUCTGEN_CACHE_DIR", os.path.expanduser("~/.cache/structgen"))
 
@@ -465,11 +465,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 _TOKENIZER: list[Any] = [None]  # loaded once by main(); the forked workers inherit it
 
 
-def run_case(name: str, case: str, args: argparse.Namespace, first_only: bool) -> tuple[float, float, Result]:
+def run_case(name: str, case: str, args: argparse.Namespace, first_only: bool,
+             cache: str | None) -> tuple[float, float, Result]:
     """(set-up s, warm-up compile ms, result) of one engine on one case, in this (new) process:
-    the case's first compile only, or all of :func:`measure`."""
-    if not args.warm:  # a new empty folder: no facts from another worker's compiles
-        os.environ["STRUCTGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="structgen-grammar-bench-")
+    the case's first compile only, or all of :func:`measure`; ``cache``: structgen's cache
+    folder for it (None: the user's, ``--warm``)."""
+    if cache is not None:
+        os.environ["STRUCTGEN_CACHE_DIR"] = cache
     tokenizer = _TOKENIZER[0]
     tokens = [tokenizer.encode(s, add_special_tokens=False) for s in CASES[case].samples]
     t0 = time.perf_counter()
@@ -487,9 +489,12 @@ def in_worker(name: str, case: str, args: argparse.Namespace, first_only: bool) 
     """:func:`run_case` in a new process, forked from this one, which has loaded the tokenizer
     and compiled nothing: each case's first compile starts from nothing that another case (or
     another engine) left in the process."""
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+    # a new empty folder per worker (not --warm): no facts from another worker's compiles
+    with contextlib.ExitStack() as stack:
+        cache = None if args.warm else stack.enter_context(tempfile.TemporaryDirectory(prefix="structgen-grammar-bench-"))
+        pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")))
         try:
-            return pool.submit(run_case, name, case, args, first_only).result()
+            return pool.submit(run_case, name, case, args, first_only, cache).result()
         except BrokenProcessPool as err:  # killed (e.g. out of memory)
             return float("nan"), float("nan"), Result(error=f"the worker process died: {err}")
 
