@@ -134,7 +134,7 @@ def test_rows_group_alike_in_c_and_python(seed):
 
 
 def test_the_sql_union_of_terminals_groups_alike():
-    """The largest automaton grouped in a grammar compile (1,669 states), bytes 0-255 and all."""
+    """The largest automaton grouped in a grammar compile (~1,650 states), bytes 0-255 and all."""
     if not dfa.kernel_available():
         pytest.skip("compiled_dfa is off or not built")
     from structgen.frontends.lark.reader import _load, _Lowering, _terminal_languages

@@ -589,23 +589,23 @@ static PyObject **ints_slot(Ints *cache, int32_t id) {
     return &cache->items[id];
 }
 
+/* A 256-bit mask as a Python int (bit b: byte b). */
+static PyObject *mask_long(const Mask *m) {
+    unsigned char le[32];
+    for (int i = 0; i < 32; i++)
+        le[i] = (unsigned char)(m->w[i >> 3] >> (8 * (i & 7)));
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyLong_FromUnsignedNativeBytes(le, 32, Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER);
+#else
+    return _PyLong_FromByteArray(le, 32, 1, 0);
+#endif
+}
+
 static PyObject *mask_int(const Masks *ms, Ints *cache, int32_t id) {
     if (!ints_slot(cache, id))
         return NULL;
-    if (!cache->items[id]) {
-        const Mask *m = &AT(ms->masks, Mask, id);
-        PyObject *acc = PyLong_FromUnsignedLongLong(m->w[3]);
-        for (int w = 2; acc && w >= 0; w--) {
-            PyObject *sixty_four = PyLong_FromLong(64), *word = PyLong_FromUnsignedLongLong(m->w[w]);
-            PyObject *shifted = sixty_four && word ? PyNumber_Lshift(acc, sixty_four) : NULL;
-            Py_DECREF(acc);
-            acc = shifted ? PyNumber_Or(shifted, word) : NULL;
-            Py_XDECREF(shifted);
-            Py_XDECREF(sixty_four);
-            Py_XDECREF(word);
-        }
-        cache->items[id] = acc;
-    }
+    if (!cache->items[id])
+        cache->items[id] = mask_long(&AT(ms->masks, Mask, id));
     Py_XINCREF(cache->items[id]);
     return cache->items[id];
 }
@@ -2909,18 +2909,6 @@ static PyObject *untrack_edges(PyObject *self, PyObject *edges) {
     if (rows_all)
         PyObject_GC_UnTrack(edges);
     Py_RETURN_NONE;
-}
-
-/* A 256-bit mask as a Python int (bit b: byte b). */
-static PyObject *mask_long(const Mask *m) {
-    unsigned char le[32];
-    for (int i = 0; i < 32; i++)
-        le[i] = (unsigned char)(m->w[i >> 3] >> (8 * (i & 7)));
-#if PY_VERSION_HEX >= 0x030D0000
-    return PyLong_FromUnsignedNativeBytes(le, 32, Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER);
-#else
-    return _PyLong_FromByteArray(le, 32, 1, 0);
-#endif
 }
 
 /* grouped(trans, frozen) -> rows: dfa.grouped in C. Each {byte: target} row becomes its

@@ -297,11 +297,7 @@ def raw_set_ir(ranges: Iterable[tuple[int, int]]) -> Expr:
     >>> print(raw_set_ir([(0x61, 0x63), (0xE9, 0xE9)]))
     [a-c] | "\\xc3\\xa9"
     """
-    ranges = tuple(ranges)
-    try:
-        return _raw_set_ir_as_given(ranges)
-    except TypeError:  # ranges given as lists: not hashable
-        return _raw_set_ir(_subtract(normalize(ranges), *_SURROGATES))
+    return _raw_set_ir_as_given(tuple((lo, hi) for lo, hi in ranges))  # hashable, as given
 
 
 @functools.lru_cache(maxsize=4096)
