@@ -465,7 +465,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 _TOKENIZER: list[Any] = [None]  # loaded once by main(); the forked workers inherit it
 
 
-def run_case(name: str, case: str, args: argparse.Namespace, first_only: bool,
+def run_case(name: str, case: str, tokens: list[list[int]], args: argparse.Namespace, first_only: bool,
              cache: str | None) -> tuple[float, float, Result]:
     """(set-up s, warm-up compile ms, result) of one engine on one case, in this (new) process:
     the case's first compile only, or all of :func:`measure`; ``cache``: structgen's cache
@@ -473,7 +473,6 @@ def run_case(name: str, case: str, args: argparse.Namespace, first_only: bool,
     if cache is not None:
         os.environ["STRUCTGEN_CACHE_DIR"] = cache
     tokenizer = _TOKENIZER[0]
-    tokens = [tokenizer.encode(s, add_special_tokens=False) for s in CASES[case].samples]
     t0 = time.perf_counter()
     eng = ENGINE_CLASSES[name](tokenizer, "flexible")  # whitespace: unused by grammars
     setup_s = time.perf_counter() - t0
@@ -485,7 +484,8 @@ def run_case(name: str, case: str, args: argparse.Namespace, first_only: bool,
                                      once if first_only else args, tokenizer)
 
 
-def in_worker(name: str, case: str, args: argparse.Namespace, first_only: bool) -> tuple[float, float, Result]:
+def in_worker(name: str, case: str, tokens: list[list[int]], args: argparse.Namespace,
+              first_only: bool) -> tuple[float, float, Result]:
     """:func:`run_case` in a new process, forked from this one, which has loaded the tokenizer
     and compiled nothing: each case's first compile starts from nothing that another case (or
     another engine) left in the process."""
@@ -494,16 +494,17 @@ def in_worker(name: str, case: str, args: argparse.Namespace, first_only: bool) 
         cache = None if args.warm else stack.enter_context(tempfile.TemporaryDirectory(prefix="structgen-grammar-bench-"))
         pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")))
         try:
-            return pool.submit(run_case, name, case, args, first_only, cache).result()
+            return pool.submit(run_case, name, case, tokens, args, first_only, cache).result()
         except BrokenProcessPool as err:  # killed (e.g. out of memory)
             return float("nan"), float("nan"), Result(error=f"the worker process died: {err}")
 
 
-def measured(name: str, case: str, args: argparse.Namespace) -> tuple[list[tuple[float, float]], Result]:
+def measured(name: str, case: str, tokens: list[list[int]],
+             args: argparse.Namespace) -> tuple[list[tuple[float, float]], Result]:
     """One engine on one case: ``--firsts - 1`` workers that compile it once, then one that
     measures everything; its first compile becomes the median of all workers' first compiles
     (one first compile on a shared machine is one sample of its noise)."""
-    runs = [in_worker(name, case, args, k < args.firsts - 1) for k in range(args.firsts)]
+    runs = [in_worker(name, case, tokens, args, k < args.firsts - 1) for k in range(args.firsts)]
     result = runs[-1][2]
     firsts = [r.compile_ms[0] for _, _, r in runs if r.compile_ms and not r.error]
     if result.compile_ms and firsts:
@@ -525,7 +526,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.engines:  # one engine at a time, one worker process per case
         for c in args.cases:
             t0 = time.perf_counter()
-            runs, r = measured(name, c, args)
+            runs, r = measured(name, c, tokens[c], args)
             results[c][name] = r
             setup.setdefault(name, []).extend(runs)
             print(f"[{name}] {c}: {time.perf_counter() - t0:.1f} s" + (f" -- {r.error}" if r.error else ""),
