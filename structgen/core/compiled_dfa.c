@@ -1118,6 +1118,16 @@ static void sort_i32(int32_t *a, Py_ssize_t n) {
         qsort(a, n, sizeof(int32_t), cmp_i32);
 }
 
+/* a[0..n) sorted with its repeats dropped; the new length. */
+static Py_ssize_t sorted_distinct(int32_t *a, Py_ssize_t n) {
+    sort_i32(a, n);
+    Py_ssize_t d = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!d || a[i] != a[d - 1])
+            a[d++] = a[i];
+    return d;
+}
+
 /* The NFA, flattened; callees renamed to their rank among the sorted names. */
 typedef struct {
     Py_ssize_t n;
@@ -1398,6 +1408,7 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
     int sets_ok = 0;
     Ints ints = {NULL, 0};
     uint64_t *pairs = NULL;
+    int32_t *tgts = NULL; /* as many: a state's byte edges' targets, bucketed by byte */
     PyObject *trans = NULL, *call_rows = NULL, *accept = NULL, *result = NULL;
     if (start < 0 || start >= f.n || final < 0 || final >= f.n) {
         bad_nfa("start or final out of range");
@@ -1414,10 +1425,11 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
     s.seen = PyMem_Malloc(f.n * sizeof(int32_t));
     Py_ssize_t pairs_cap = 256; /* grown to a state's width: (byte or call, target) pairs */
     pairs = PyMem_Malloc(pairs_cap * sizeof(uint64_t));
+    tgts = PyMem_Malloc(pairs_cap * sizeof(int32_t));
     trans = PyList_New(0);
     call_rows = PyList_New(0);
     accept = PyList_New(0);
-    if (!s.mark || !s.stack || !s.seen || !pairs) {
+    if (!s.mark || !s.stack || !s.seen || !pairs || !tgts) {
         PyErr_NoMemory();
         goto out;
     }
@@ -1447,6 +1459,12 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                 goto out;
             }
             pairs = more;
+            int32_t *more_tgts = PyMem_Realloc(tgts, pairs_cap * sizeof(int32_t));
+            if (!more_tgts) {
+                PyErr_NoMemory();
+                goto out;
+            }
+            tgts = more_tgts;
         }
         if (!((i + 1) & 15) && room >= 0) {
             Py_ssize_t units = (f.n + s.visits) / 16;
@@ -1457,9 +1475,12 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                 goto done;
             }
         }
-        /* (byte, target) pairs, sorted and distinct: a byte's run is its target set */
-        Py_ssize_t np = 0;
+        /* each byte's targets, sorted and distinct: its run, which is its target set. Bucketed by
+         * byte (a counting sort): sorting (byte, target) pairs was most of the time of a wide
+         * automaton (a lexer union, a string's ~250 bytes a state) */
+        int32_t run_at[256], run_len[256], next_in_group[256], group_first[256], group_last[256];
         int is_final = 0;
+        memset(run_len, 0, sizeof(run_len));
         for (Py_ssize_t j = 0; j < n; j++) {
             int32_t q = cur[j];
             is_final |= q == final;
@@ -1467,36 +1488,38 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                 const Mask *m = &f.edge_mask[e];
                 for (int w = 0; w < 4; w++)
                     for (uint64_t bits = m->w[w]; bits; bits &= bits - 1)
-                        pairs[np++] = ((uint64_t)(w * 64 + __builtin_ctzll(bits)) << 32) | (uint32_t)f.edge_tgt[e];
+                        run_len[w * 64 + __builtin_ctzll(bits)]++;
             }
         }
-        qsort(pairs, np, sizeof(uint64_t), cmp_u64);
-        Py_ssize_t d = 0;
-        for (Py_ssize_t j = 0; j < np; j++)
-            if (!d || pairs[j] != pairs[d - 1])
-                pairs[d++] = pairs[j];
-        np = d;
-        /* runs per byte; bytes with equal runs form a group, groups in order of lowest byte */
-        int32_t run_at[256], run_len[256], next_in_group[256], group_first[256], group_last[256];
+        Py_ssize_t np = 0;
+        for (int b = 0; b < 256; b++) {
+            run_at[b] = (int32_t)np;
+            np += run_len[b];
+            run_len[b] = 0;
+        }
+        for (Py_ssize_t j = 0; j < n; j++) {
+            int32_t q = cur[j];
+            for (Py_ssize_t e = f.edge_at[q]; e < f.edge_at[q + 1]; e++) {
+                const Mask *m = &f.edge_mask[e];
+                for (int w = 0; w < 4; w++)
+                    for (uint64_t bits = m->w[w]; bits; bits &= bits - 1) {
+                        int b = w * 64 + __builtin_ctzll(bits);
+                        tgts[run_at[b] + run_len[b]++] = f.edge_tgt[e];
+                    }
+            }
+        }
+        /* bytes with equal runs form a group, groups in order of lowest byte */
         int ngroups = 0;
-        for (Py_ssize_t j = 0; j < np;) {
-            int b = (int)(pairs[j] >> 32);
-            Py_ssize_t e = j;
-            while (e < np && (int)(pairs[e] >> 32) == b)
-                e++;
-            run_at[b] = (int32_t)j;
-            run_len[b] = (int32_t)(e - j);
+        for (int b = 0; b < 256; b++) {
+            if (!run_len[b])
+                continue;
+            int32_t *run = &tgts[run_at[b]];
+            run_len[b] = (int32_t)sorted_distinct(run, run_len[b]);
             next_in_group[b] = -1;
             int g = 0;
             for (; g < ngroups; g++) {
                 int c = group_first[g];
-                if (run_len[c] != run_len[b])
-                    continue;
-                Py_ssize_t x = 0;
-                for (; x < run_len[b]; x++)
-                    if ((uint32_t)pairs[run_at[c] + x] != (uint32_t)pairs[j + x])
-                        break;
-                if (x == run_len[b])
+                if (run_len[c] == run_len[b] && !memcmp(&tgts[run_at[c]], run, run_len[b] * sizeof(int32_t)))
                     break;
             }
             if (g == ngroups) {
@@ -1506,7 +1529,6 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                 next_in_group[group_last[g]] = b;
                 group_last[g] = b;
             }
-            j = e;
         }
         PyObject *row = PyDict_New();
         if (!row || PyList_Append(trans, row) < 0) {
@@ -1516,22 +1538,7 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
         Py_DECREF(row);
         for (int g = 0; g < ngroups; g++) {
             int b0 = group_first[g];
-            int32_t ts[256 + 1];
-            /* a run's targets, as int32 (its pairs are sorted, so the targets are) */
-            int32_t *tsp = ts;
-            int32_t *big = NULL;
-            if (run_len[b0] > 256) {
-                big = PyMem_Malloc(run_len[b0] * sizeof(int32_t));
-                if (!big) {
-                    PyErr_NoMemory();
-                    goto out;
-                }
-                tsp = big;
-            }
-            for (int32_t x = 0; x < run_len[b0]; x++)
-                tsp[x] = (int32_t)(uint32_t)pairs[run_at[b0] + x];
-            int32_t t = target_of(&s, tsp, run_len[b0]);
-            PyMem_Free(big);
+            int32_t t = target_of(&s, &tgts[run_at[b0]], run_len[b0]);
             if (t < 0) {
                 if (s.too_many) {
                     status = 2;
@@ -1559,7 +1566,7 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                 pairs[np++] = ((uint64_t)(uint32_t)f.call_rank[c] << 32) | (uint32_t)f.call_tgt[c];
         }
         qsort(pairs, np, sizeof(uint64_t), cmp_u64);
-        d = 0;
+        Py_ssize_t d = 0;
         for (Py_ssize_t j = 0; j < np; j++)
             if (!d || pairs[j] != pairs[d - 1])
                 pairs[d++] = pairs[j];
@@ -1615,6 +1622,7 @@ out:
     Py_XDECREF(call_rows);
     Py_XDECREF(accept);
     PyMem_Free(pairs);
+    PyMem_Free(tgts);
     PyMem_Free(s.mark);
     PyMem_Free(s.stack);
     PyMem_Free(s.seen);

@@ -237,7 +237,8 @@ def _token_language(low: "_Lowering", d: Def) -> Expr:
         raise d.src.error(f"{what} matches the empty text", d.pos,
                           "A token must read something: make the optional part optional where "
                           "the terminal is used (TERM?), not inside it.", width=len(d.name))
-    if any(isinstance(x, Re) and is_lazy(x.pattern) for x in _walk_terminal(d.body, low.defs)):
+    if any(isinstance(x, Re) and is_lazy(x.pattern, ignore_case="i" in x.flags, dotall="s" in x.flags)
+           for x in _walk_terminal(d.body, low.defs)):
         lang = shortest_matches(lang)  # a lazy regex ends its token early (/* comments */)
     return lang
 
