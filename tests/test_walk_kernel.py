@@ -333,3 +333,46 @@ def test_the_tiny_walk_by_hand():
     # "ab", "abc"? no: only whole repetitions of "ab" and "b", so a, ab, b, ba (a prefix of "bab")
     assert [vocab.index.keys[i] for i in keys.tolist()] == [b"a", b"ab", b"b", b"ba"]
     assert escapes.shape == (0, 3)
+
+
+def _leaf_rows_reference(trans, accept, nums, code):
+    """The rows compiled_walk.leaf_rows makes, by hand: a leaf state's step is its target alone."""
+    out = []
+    for row in trans:
+        if not row:
+            continue
+        r = np.full(512, 0, np.int32)
+        r[:256] = -1
+        for b, t in row.items():
+            r[b] = nums[t]
+            r[256 + b] = code if accept[t] else 0
+        out.append(r.tobytes())
+    return out
+
+
+def test_leaf_rows_are_each_states_steps(smollm2_tokenizer):
+    from structgen.engine.walk_kernel import _kernel
+
+    query = next(p for p in pairs("defog") if "JOIN" in p.sql)
+    rules = structgen.compile_sql(query.database, smollm2_tokenizer).grammar.automaton.rules
+    leaves = [r for r in rules if not any(r.calls) and any(r.trans)]
+    assert len(leaves) > 50
+    for k, rule in enumerate(leaves):
+        nums = [-1 if not row else 1000 + 3 * q for q, row in enumerate(rule.trans)]
+        got = _kernel.leaf_rows(rule.trans, rule.accept, nums, 7 + k)
+        assert all(isinstance(r, bytearray) for r in got)
+        assert [bytes(r) for r in got] == _leaf_rows_reference(rule.trans, rule.accept, nums, 7 + k), rule.name
+
+
+@pytest.mark.parametrize("args,error", [
+    (([{97: 1}, {}], [False, True], [5], 1), "differ in length"),
+    (([{97: 2}, {}], [False, True], [5, -1], 1), "out of range"),
+    (([{300: 1}, {}], [False, True], [5, -1], 1), "out of range"),
+    (([{97: 1}, {}], [False, True], [5, -7], 1), "out of range"),
+    (([[97], {}], [False, True], [5, -1], 1), "must be a dict"),
+])
+def test_leaf_rows_refuses_malformed_input(args, error):
+    from structgen.engine.walk_kernel import _kernel
+
+    with pytest.raises((ValueError, TypeError), match=error):
+        _kernel.leaf_rows(*args)

@@ -40,9 +40,7 @@ from __future__ import annotations
 import os
 import threading
 from array import array
-from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
 
 import numpy as np
 
@@ -59,7 +57,7 @@ __all__ = ["SetRows", "FrameRows", "kernel_built", "kernel_available", "walk_ind
 
 #: The ``compiled_walk.c`` this module speaks to (``KERNEL_VERSION`` there); an extension left
 #: from another version is not used.
-KERNEL_VERSION = 5
+KERNEL_VERSION = 6
 
 _DEAD, _UNKNOWN = -1, -2  # row entries as compiled_walk.c reads them
 _DEAD_ROW = array("i", [_DEAD] * 256 + [0] * 256)
@@ -372,7 +370,7 @@ class FrameRows(SetRows):
 
     def _leaf_set(self, rule_i: int, q: int) -> int:
         """The set number of leaf rule ``rule_i``'s state ``q`` alone on the escape; the first
-        call for a rule numbers all its states and makes their rows, from the rule's table (a
+        call for a rule numbers all its states and makes their rows in one kernel call (a
         state's step is the next state alone, and the rule's escape marker where it accepts);
         a large rule's are numbered one by one, and their rows made as walks reach them."""
         if not self._eager[rule_i]:
@@ -386,26 +384,20 @@ class FrameRows(SetRows):
         sm = self.sm
         rule = sm.rules[rule_i]
         code = self._rule_sets(rule_i)[0]
-        table = _leaf_table(rule.trans, rule.accept)
-        if not table.live:  # no state reads a byte: no set of the rule is ever stepped
+        live = [q for q, row in enumerate(rule.trans) if row]
+        if not live:  # no state reads a byte: no set of the rule is ever stepped
             return [_DEAD] * len(rule.trans)
         intern = sm.intern
-        sets = [frozen_ints((intern(rule_i, q, ESCAPE),)) for q in table.live]
-        live = self._number_all(sets)
-        # a step's entry is the target's set (index -1, a target that reads nothing: dead)
-        lookup = np.array(live + [_DEAD], dtype=np.int32)
-        rows = np.empty((len(live), 512), dtype=np.int32)
-        np.take(lookup, table.targets, out=rows[:, :256], mode="wrap")  # "wrap": -1 is the last
-        np.multiply(table.accepting, code, out=rows[:, 256:])
-        flat = memoryview(rows).cast("B")
-        with self._lock:
-            for r, k in enumerate(live):
-                if self.rows[k] is None:
-                    self.rows[k] = bytearray(flat[r * 2048:(r + 1) * 2048])
-            self._mark_leafy(live)
+        sets = [frozen_ints((intern(rule_i, q, ESCAPE),)) for q in live]
         nums = [_DEAD] * len(rule.trans)
-        for q, k in zip(table.live, live):
+        for q, k in zip(live, self._number_all(sets)):
             nums[q] = k
+        rows = _kernel.leaf_rows(rule.trans, rule.accept, nums, code)
+        with self._lock:
+            for q, row in zip(live, rows):
+                if self.rows[nums[q]] is None:
+                    self.rows[nums[q]] = row
+            self._mark_leafy([nums[q] for q in live])
         return nums
 
     def _number_all(self, sets: list[StackSet]) -> list[int]:
@@ -445,61 +437,6 @@ class FrameRows(SetRows):
         got = (self._entry(rest) if rest else _DEAD) << 32 | escaped  # the sign stays the entry's
         self._conts[(code, parent)] = got
         return got
-
-
-@dataclass(frozen=True)
-class _LeafTable:
-    """A leaf rule's steps, by its live states (those that read a byte): ``live[r]`` is the
-    rule state of row ``r``; ``targets[r, b]``, the row of the state byte ``b`` leads to (-1: no
-    step, or a state that reads nothing); ``accepting[r, b]``, 1 where that state accepts."""
-
-    live: list[int]
-    targets: np.ndarray  # int32, (len(live), 256)
-    accepting: np.ndarray  # int8, (len(live), 256)
-
-
-#: id(trans) -> (trans, accept, table) of :func:`_leaf_table`; entries hold their automaton's
-#: lists, so an id is not reused while its entry stands
-_LEAF_TABLES: dict[int, tuple[list, list, _LeafTable]] = {}
-#: threads of one process share the tables: summing them while another thread adds one raised
-_LEAF_TABLES_LOCK = threading.Lock()
-#: what the leaf tables may hold before they are dropped (a 500-state name token: 640 KiB)
-_LEAF_TABLES_MAX_BYTES = 64 << 20
-
-
-def _leaf_table(trans: list[dict[int, int]], accept: list[bool]) -> _LeafTable:
-    """A leaf rule's steps as tables (:class:`_LeafTable`), made once per process for the rule's
-    automaton, which every grammar with the same rule body shares: a SQL name token has ~30,000
-    steps, and reading them out of its dicts took ~2 ms of each grammar's first masks. A grammar
-    then numbers the live states' sets and looks the targets up in one numpy call per rule.
-
-    >>> t = _leaf_table([{97: 1, 98: 2}, {99: 2}, {}], [False, False, True])
-    >>> t.live, int(t.targets[0, 97]), int(t.targets[0, 98]), int(t.targets[0, 100])
-    ([0, 1], 1, -1, -1)
-    >>> int(t.accepting[0, 98]), int(t.accepting[1, 99])
-    (1, 1)
-    """
-    got = _LEAF_TABLES.get(id(trans))
-    if got is None or got[0] is not trans or got[1] is not accept:
-        n = len(trans)
-        live = [q for q, row in enumerate(trans) if row]
-        row_of = np.full(n + 1, -1, dtype=np.int32)  # index -1 (no step) reads the last entry
-        row_of[live] = np.arange(len(live), dtype=np.int32)
-        src = np.repeat(np.arange(len(live)), np.fromiter((len(trans[q]) for q in live), dtype=np.int64,
-                                                          count=len(live)))
-        byte = np.fromiter(chain.from_iterable(trans[q] for q in live), dtype=np.int64, count=src.size)
-        dst = np.fromiter(chain.from_iterable(trans[q].values() for q in live), dtype=np.int64, count=src.size)
-        step = np.full((len(live), 256), -1, dtype=np.int64)
-        step[src, byte] = dst
-        accepting = np.append(np.asarray(accept, dtype=np.int8), 0)[step]
-        table = _LeafTable(live, row_of[step], accepting)
-        size = table.targets.nbytes + table.accepting.nbytes
-        with _LEAF_TABLES_LOCK:
-            if sum(t.targets.nbytes + t.accepting.nbytes for _, _, t in _LEAF_TABLES.values()) + size \
-                    > _LEAF_TABLES_MAX_BYTES:
-                _LEAF_TABLES.clear()
-            got = _LEAF_TABLES[id(trans)] = (trans, accept, table)
-    return got[2]
 
 
 def _packed(out: list[tuple[int, int]]) -> bytes:
