@@ -195,3 +195,47 @@ def test_malformed_nfas_are_refused():
             kernel.compile_expr(expr, types, 10, 10, -1)
     with pytest.raises(ValueError):
         kernel.compile_expr(Lit(b"a"), types[:3], 10, 10, -1)
+
+
+def _rows_both_ways(expr, budget=-1, max_states=automaton.MAX_DFA_STATES):
+    """compile_expr's result with dict rows, its rows grouped by the kernel's `grouped`; and
+    the same made as rows (as_rows)."""
+    types = automaton._IR_TYPES
+    dicts = list(kernel.compile_expr(expr, types, automaton.MAX_UNROLL, max_states, budget))
+    if dicts[0] == 0:
+        dicts[3] = list(kernel.grouped(dicts[3], True))
+    rows = list(kernel.compile_expr(expr, types, automaton.MAX_UNROLL, max_states, budget, True))
+    if rows[0] == 0:
+        assert all(type(r) is tuple for r in rows[3])
+    return dicts, rows
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_rows_made_as_rows_are_the_dicts_grouped(seed):
+    expr = random_expr(random.Random(seed))
+    dicts, rows = _rows_both_ways(expr)
+    assert rows == dicts and rows[0] == 0
+
+
+def test_a_lexer_union_made_as_rows_is_its_dicts_grouped():
+    """The union of every terminal of real grammars (what the Lark lexer makes as rows)."""
+    from structgen.frontends.lark import lexer
+    unions = []
+    real = lexer.shared_rows_of
+    try:
+        lexer.shared_rows_of = lambda e, *a: unions.append(e) or real(e, *a)
+        for name, _ in itertools.islice(grammars(), 4):  # the SQL, C-like, JSON and arithmetic files
+            pass
+    finally:
+        lexer.shared_rows_of = real
+    assert len(unions) == 4
+    sizes = []
+    for expr in unions:
+        dicts, rows = _rows_both_ways(expr)
+        assert rows == dicts and rows[0] == 0
+        sizes.append(len(rows[3]))
+    assert sizes[0] > 1000  # the SQL grammar's
+    # stopped alike: by the state limit, and by the budget
+    for limit, budget, status in ((100, -1, 2), (automaton.MAX_DFA_STATES, 400, 1), (automaton.MAX_DFA_STATES, 50, 5)):
+        dicts, rows = _rows_both_ways(unions[0], budget, limit)
+        assert rows[:3] == dicts[:3] and rows[0] == status

@@ -239,27 +239,50 @@ def regular_dfa(e: Expr, rule: str) -> RuleAutomaton:
     return got
 
 
+_REGULAR_ROWS: Recent[Expr, "RuleAutomaton | None"] = Recent(64)
+
+
+def regular_rows(e: Expr, rule: str) -> "RuleAutomaton | None":
+    """:func:`regular_dfa`'s automaton with ``trans`` as grouped rows (``dfa.grouped``'s pairs,
+    in tuples) made by the kernel without the byte dicts, cached per process; None where the
+    kernel does not build it. For automata only ever read as rows: the Lark lexer's union of
+    all terminals (200k dict entries for a SQL database, half of its making)."""
+    got = _REGULAR_ROWS.get(e, False)
+    if got is False:
+        got = _REGULAR_ROWS[e] = _kernel_dfa(e, rule, as_rows=True)
+    return got  # type: ignore[return-value]
+
+
 def _dfa_of(e: Expr, rule: str) -> RuleAutomaton:
     """The DFA of ``e`` (calls to other rules as edges): its Thompson NFA (:func:`_build`),
     determinized; in C when the kernel is there (same automaton, same work units)."""
-    if kernel_available():
-        left = room()
-        status, states, visits, trans, calls, accept, nfa_states, info = kernel.compile_expr(
-            e, _IR_TYPES, MAX_UNROLL, MAX_DFA_STATES, -1 if left is None else left)
-        if status <= 2:
-            return _determinized(rule, status, states, visits, trans, calls, accept, nfa_states)
-        if status == 3:
-            raise CompileError(f"rule '{rule}': repeat bound {info} is too large to unroll "
-                               f"(limit {MAX_UNROLL}); use a counted rule")
-        if status == 4:
-            raise CompileError(f"rule '{rule}': unexpected IR node {info}")
-        if status == 5:  # stopped where _NFA.new's check raises
-            affordable(_units(0, nfa_states, 0), rule)
-            raise AssertionError("compiled_dfa.compile_expr stopped within the budget")
-        # status 6: nested deeper than the C builder goes
+    got = _kernel_dfa(e, rule)
+    if got is not None:
+        return got
     nfa = _NFA(rule)
     a, b = _build(nfa, e, {}, rule)
     return _determinize(nfa, a, b, rule)
+
+
+def _kernel_dfa(e: Expr, rule: str, *, as_rows: bool = False) -> "RuleAutomaton | None":
+    """:func:`_dfa_of` by compiled_dfa.compile_expr; None without the kernel, or for an
+    expression nested deeper than it goes."""
+    if not kernel_available():
+        return None
+    left = room()
+    status, states, visits, trans, calls, accept, nfa_states, info = kernel.compile_expr(
+        e, _IR_TYPES, MAX_UNROLL, MAX_DFA_STATES, -1 if left is None else left, as_rows)
+    if status <= 2:
+        return _determinized(rule, status, states, visits, trans, calls, accept, nfa_states)
+    if status == 3:
+        raise CompileError(f"rule '{rule}': repeat bound {info} is too large to unroll "
+                           f"(limit {MAX_UNROLL}); use a counted rule")
+    if status == 4:
+        raise CompileError(f"rule '{rule}': unexpected IR node {info}")
+    if status == 5:  # stopped where _NFA.new's check raises
+        affordable(_units(0, nfa_states, 0), rule)
+        raise AssertionError("compiled_dfa.compile_expr stopped within the budget")
+    return None  # status 6: nested deeper than the C builder goes
 
 
 #: The IR classes compiled_dfa.compile_expr reads, in the order it takes them.

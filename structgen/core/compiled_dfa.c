@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_VERSION 8
+#define KERNEL_VERSION 9
 
 typedef struct {
     uint64_t w[4];
@@ -1401,7 +1401,41 @@ static PyObject *state_int(Ints *cache, int32_t id) {
 }
 
 /* The subset construction of NFA *fp from start to final (the caller frees *fp). */
-static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_states, Py_ssize_t room) {
+/* Append to trans the grouped row of pairs (row_m[i], row_t[i]), ordered by target, as a tuple
+ * untracked by the collector (as grouped's frozen rows). */
+static int append_row(PyObject *trans, Ints *ints, const int32_t *row_t, const Mask *row_m, int nrow) {
+    int order[256];
+    for (int i = 0; i < nrow; i++) { /* insertion by target: a row has a few */
+        int j = i;
+        while (j > 0 && row_t[order[j - 1]] > row_t[i]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    PyObject *pairs = PyTuple_New(nrow);
+    if (!pairs)
+        return -1;
+    for (int i = 0; i < nrow; i++) {
+        PyObject *tv = state_int(ints, row_t[order[i]]), *m = tv ? mask_long(&row_m[order[i]]) : NULL;
+        PyObject *pair = m ? PyTuple_Pack(2, m, tv) : NULL;
+        Py_XDECREF(m);
+        if (!pair) {
+            Py_DECREF(pairs);
+            return -1;
+        }
+        PyObject_GC_UnTrack(pair);
+        PyTuple_SET_ITEM(pairs, i, pair);
+    }
+    PyObject_GC_UnTrack(pairs);
+    int bad = PyList_Append(trans, pairs);
+    Py_DECREF(pairs);
+    return bad;
+}
+
+/* With as_rows, each state's row is not a {byte: target} dict but its grouped row (as grouped
+ * makes with frozen set): (mask, target) pairs by target, tuples out of the collector's sight. */
+static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_states, Py_ssize_t room, int as_rows) {
     Nfa f = *fp; /* a shallow copy: the arrays stay the caller's */
     Subsets s;
     memset(&s, 0, sizeof(s));
@@ -1530,12 +1564,18 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                 group_last[g] = b;
             }
         }
-        PyObject *row = PyDict_New();
-        if (!row || PyList_Append(trans, row) < 0) {
-            Py_XDECREF(row);
-            goto out;
+        PyObject *row = NULL;
+        if (!as_rows) {
+            row = PyDict_New();
+            if (!row || PyList_Append(trans, row) < 0) {
+                Py_XDECREF(row);
+                goto out;
+            }
+            Py_DECREF(row);
         }
-        Py_DECREF(row);
+        int32_t row_t[256];
+        Mask row_m[256];
+        int nrow = 0;
         for (int g = 0; g < ngroups; g++) {
             int b0 = group_first[g];
             int32_t t = target_of(&s, &tgts[run_at[b0]], run_len[b0]);
@@ -1545,6 +1585,18 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                     goto done;
                 }
                 goto out;
+            }
+            if (as_rows) { /* groups whose target sets close alike share the state: one mask */
+                int k = 0;
+                while (k < nrow && row_t[k] != t)
+                    k++;
+                if (k == nrow) {
+                    row_t[nrow] = t;
+                    memset(&row_m[nrow++], 0, sizeof(Mask));
+                }
+                for (int b = b0; b >= 0; b = next_in_group[b])
+                    row_m[k].w[b >> 6] |= (uint64_t)1 << (b & 63);
+                continue;
             }
             PyObject *tv = state_int(&ints, t);
             if (!tv)
@@ -1557,6 +1609,8 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                     goto out;
             }
         }
+        if (as_rows && append_row(trans, &ints, row_t, row_m, nrow) < 0)
+            goto out;
         /* calls: (rank, target) pairs sorted; one target set per callee, by name */
         cur = set_at(&s.dfa, (int32_t)i, &n); /* the targets above may have moved the sets */
         np = 0;
@@ -1644,21 +1698,22 @@ static PyObject *determinize(PyObject *self, PyObject *args) {
     Nfa f;
     PyObject *result = NULL;
     if (nfa_open(&f, eps, edges, calls, final) == 0)
-        result = subsets(&f, start, final, max_states, room);
+        result = subsets(&f, start, final, max_states, room, 0);
     nfa_free(&f);
     return result;
 }
 
 /* ---------------------------------------------------------------- Thompson NFA from IR
  *
- * compile_expr(expr, types, max_unroll, max_states, room) builds expr's NFA as automaton.py's
+ * compile_expr(expr, types, max_unroll, max_states, room[, as_rows]) builds expr's NFA as automaton.py's
  * _build does (the same states, in the same order) and runs the subset construction on it:
  * in Python, building the NFA had become the larger half of the two. types is the IR classes
  * (Lit, ByteClass, Ref, Seq, Alt, Repeat, Fsm). Returns (status, states, visits, trans, calls,
  * accept, nfa_states, info): statuses 0-2 as determinize's; 3 a repeat bound over max_unroll
  * (info: the bound); 4 a node _build does not take (info: its type name); 5 stopped at an NFA
  * budget check (every 1,024 states, as _NFA.new checks: nfa_states // 16 over room); 6 nested
- * deeper than this builder recurses, for the Python to build.
+ * deeper than this builder recurses, for the Python to build. With as_rows, trans holds grouped
+ * rows, not dicts (a lexer's union of terminals: 200k dict entries, half its time).
  */
 
 enum { T_LIT, T_CLASS, T_REF, T_SEQ, T_ALT, T_REPEAT, T_FSM, N_TYPES };
@@ -2027,7 +2082,9 @@ static PyObject *compile_expr(PyObject *self, PyObject *args) {
     B.eps.size = sizeof(Arc);
     B.edges.size = sizeof(ByteArc);
     B.calls.size = sizeof(CallArc);
-    if (!PyArg_ParseTuple(args, "OO!nnn", &expr, &PyTuple_Type, &types, &B.max_unroll, &max_states, &B.room))
+    int as_rows = 0;
+    if (!PyArg_ParseTuple(args, "OO!nnn|p", &expr, &PyTuple_Type, &types, &B.max_unroll, &max_states, &B.room,
+                          &as_rows))
         return NULL;
     if (PyTuple_GET_SIZE(types) != N_TYPES) {
         PyErr_SetString(PyExc_ValueError, "types must be (Lit, ByteClass, Ref, Seq, Alt, Repeat, Fsm)");
@@ -2046,7 +2103,7 @@ static PyObject *compile_expr(PyObject *self, PyObject *args) {
     }
     if (nfa_pack(&f, &B, t) < 0)
         goto out;
-    PyObject *got = subsets(&f, s, t, max_states, B.room);
+    PyObject *got = subsets(&f, s, t, max_states, B.room, as_rows);
     if (got) {
         PyObject *tail = Py_BuildValue("(nO)", B.n, Py_None);
         result = tail ? PySequence_Concat(got, tail) : NULL;
@@ -3022,7 +3079,7 @@ static PyMethodDef methods[] = {
     {"split_product", split_product, METH_VARARGS,
      "A token's product with the union of terminals, split by class, trimmed and minimized."},
     {"determinize", determinize, METH_VARARGS, "One rule's DFA from its Thompson NFA, as automaton._determinize."},
-    {"compile_expr", compile_expr, METH_VARARGS, "An expression's NFA, as automaton._build, then its DFA."},
+    {"compile_expr", compile_expr, METH_VARARGS, "An expression's NFA, as automaton._build, then its DFA (its rows grouped given as_rows)."},
     {"liveness", liveness_kernel, METH_VARARGS, "Which rules match and their live states, as liveness.liveness."},
     {"first_and_follow", first_and_follow_kernel, METH_VARARGS,
      "The bytes that may follow each rule, as grammar_facts.first_and_follow."},

@@ -23,7 +23,7 @@ from itertools import accumulate, groupby
 from operator import itemgetter
 from typing import Any, Callable
 
-from structgen.core.automaton import regular_dfa
+from structgen.core.automaton import regular_dfa, regular_rows
 from structgen.core.budget import affordable, charge
 from structgen.core.dfa_kernel import KERNEL_VERSION, kernel_available  # noqa: F401 -- KERNEL_VERSION: tests
 from structgen.core.dfa_kernel import kernel as _kernel
@@ -33,7 +33,7 @@ from structgen.errors import CompileError
 
 __all__ = ["DEFAULT_STATE_LIMIT", "Dfa", "Rows", "as_fsm", "dfa_of", "explore", "explore_rows", "fsm_of_rows",
            "grouped", "kernel_available", "mask_of", "mask_of_ranges", "members", "minimize", "minimize_rows",
-           "product_rows", "ranges_of", "rows_of", "shared_grouped", "shared_read_classes", "split_fsms", "split_product",
+           "product_rows", "ranges_of", "rows_of", "shared_grouped", "shared_read_classes", "shared_rows_of", "split_fsms", "split_product",
            "trim", "trim_rows", "ungrouped"]
 
 #: Explored automata above this many states raise CompileError instead of exhausting memory.
@@ -96,25 +96,39 @@ def _untracked(rows: tuple) -> tuple:
     return rows
 
 
-def shared_read_classes(trans: list[dict[int, int]]) -> tuple[array, list[frozenset[int]]]:
-    """``(class of each state, classes)``: the set of bytes each state reads, numbered in the
-    order states first show it (``classes[k]`` is set ``k``). Made once per DFA, as
-    :func:`shared_grouped` (the Lark lexer's union of terminals: 3 ms of a SQL compile).
+def shared_rows_of(e: Expr, what: str = "regular") -> tuple["Rows", list[bool]]:
+    """:func:`rows_of` uncharged, made once per process: by the kernel straight as rows where it
+    can (no byte dicts made and grouped again), else from :func:`dfa_of`. For an automaton only
+    ever read as rows, the Lark lexer's union of all terminals (1,669 states and 200k dict
+    entries for a SQL database: making those was half of making it)."""
+    got = regular_rows(e, what)
+    if got is None:
+        trans, accept = dfa_of(e, what, charged=False)
+        return shared_grouped(trans), accept
+    if any(got.calls):
+        raise CompileError(f"{what}: a regular-language operation got an expression that calls a rule")
+    return got.trans, got.accept  # type: ignore[return-value]
 
-    >>> shared_read_classes([{97: 1}, {98: 1}, {97: 0}])
+
+def shared_read_classes(rows: "Rows") -> tuple[array, list[frozenset[int]]]:
+    """``(class of each state, classes)``: the set of bytes each state of grouped ``rows``
+    reads, numbered in the order states first show it (``classes[k]`` is set ``k``). Made once
+    per rows object, as :func:`shared_rows_of` makes the rows (the Lark lexer's union of
+    terminals: 3 ms of a SQL compile).
+
+    >>> shared_read_classes(grouped([{97: 1}, {98: 1}, {97: 0}]))
     (array('i', [0, 1, 0]), [frozenset({97}), frozenset({98})])
     """
-    def made(trans: list[dict[int, int]]) -> tuple[array, list[frozenset[int]]]:
+    def made(rows: "Rows") -> tuple[array, list[frozenset[int]]]:
         numbers: dict[int, int] = {}  # a row's masks are disjoint: their sum is the set read
-        cls = array("i", [numbers.setdefault(sum(map(_byte, row)), len(numbers))
-                          for row in shared_grouped(trans)])
+        cls = array("i", [numbers.setdefault(sum(map(_byte, row)), len(numbers)) for row in rows])
         return cls, [frozenset(members(m)) for m in numbers]
-    return kept_by_id(_READS, trans, made, 4096)
+    return kept_by_id(_READS, rows, made, 4096)
 
 
 #: ``id(trans)`` -> ``(trans, its rows)``, and ``(trans, its read classes)`` (see ``memo.kept_by_id``)
 _ROWS: dict[int, tuple[list[dict[int, int]], "Rows"]] = {}
-_READS: dict[int, tuple[list[dict[int, int]], tuple[array, list[frozenset[int]]]]] = {}
+_READS: dict[int, tuple["Rows", tuple[array, list[frozenset[int]]]]] = {}
 
 
 def explore(start: Any, step: Callable[[Any], Any], limit: int, what: str) -> tuple[list[dict[int, int]], list]:

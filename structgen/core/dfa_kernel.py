@@ -22,7 +22,7 @@ except ImportError:  # not built: no C compiler at install
 __all__ = ["KERNEL_VERSION", "kernel", "kernel_available"]
 
 #: The ``compiled_dfa.c`` this package speaks to (``KERNEL_VERSION`` there).
-KERNEL_VERSION = 8
+KERNEL_VERSION = 9
 
 
 def kernel_available() -> bool:

@@ -41,9 +41,9 @@ from __future__ import annotations
 
 from array import array
 
-from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, dfa_of, explore_rows, fsm_of_rows, mask_of,
-                                mask_of_ranges, minimize, minimize_rows, rows_of, shared_grouped, shared_read_classes,
-                                split_fsms, trim, trim_rows)
+from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, explore_rows, fsm_of_rows, mask_of, mask_of_ranges,
+                                minimize, minimize_rows, rows_of, shared_read_classes, shared_rows_of, split_fsms,
+                                trim, trim_rows)
 from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
 
 __all__ = ["apply_lexer", "IGNORE_RULE"]
@@ -160,9 +160,8 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | No
     """
     # The terminals' own DFAs are what the rule automata are built from anyway (charged there);
     # the products explored below are what this module adds, and they are charged.
-    union = dfa_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])), charged=False)
-    union_rows = shared_grouped(union[0])
-    union_class, classes = shared_read_classes(union[0])  # each distinct set of bytes the union reads
+    union_rows, _ = shared_rows_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])))
+    union_class, classes = shared_read_classes(union_rows)  # each distinct set of bytes the union reads
     runs = sorted(_ignored_run(rows_of(ignore, charged=False), union_rows, union_class, classes).items(),
                   key=lambda kv: sorted(kv[0])) if ignore is not None else []
     run_masks = [mask_of(after_run) for after_run, _ in runs]  # what each run forbids next
