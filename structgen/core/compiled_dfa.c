@@ -1401,6 +1401,18 @@ static PyObject *state_int(Ints *cache, int32_t id) {
 }
 
 /* The subset construction of NFA *fp from start to final (the caller frees *fp). */
+/* A dict with room for n entries: a state's row of ~250 bytes is not resized on the way (a fifth
+ * of making a wide automaton). The sizing call is CPython's private one (restored in 3.13 after
+ * its removal, as Cython and orjson use it); a Python without it gets a plain dict. */
+static PyObject *dict_presized(Py_ssize_t n) {
+#if PY_VERSION_HEX < 0x030F0000
+    return _PyDict_NewPresized(n);
+#else
+    (void)n;
+    return PyDict_New();
+#endif
+}
+
 /* Append to trans the grouped row of pairs (row_m[i], row_t[i]), ordered by target, as a tuple
  * untracked by the collector (as grouped's frozen rows). */
 static int append_row(PyObject *trans, Ints *ints, const int32_t *row_t, const Mask *row_m, int nrow) {
@@ -1566,7 +1578,10 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
         }
         PyObject *row = NULL;
         if (!as_rows) {
-            row = PyDict_New();
+            int nbytes = 0;
+            for (int b = 0; b < 256; b++)
+                nbytes += run_len[b] > 0;
+            row = dict_presized(nbytes);
             if (!row || PyList_Append(trans, row) < 0) {
                 Py_XDECREF(row);
                 goto out;
