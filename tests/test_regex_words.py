@@ -49,7 +49,7 @@ def test_the_sql_names_and_every_escaped_ascii_character_are_words():
 
 
 @pytest.mark.parametrize("pattern", ["a|", "|a", "a||b", "", "a.b", "a*", "a+b", "a?", "(a)", "[ab]", "a{2}", "^a",
-                                     "a$", r"\d", r"\w", r"\b", r"\x41", r"\u00e9", "\\", r"\é",
+                                     "a$", r"\d", r"\w", r"\b", r"\x41", r"\u00e9", "\\", r"\é", "a\\\n",
                                      "\ud83d\ude00"])
 def test_everything_else_goes_to_the_parser(pattern):
     assert not py_regex._WORDS.fullmatch(pattern)

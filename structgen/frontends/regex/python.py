@@ -153,9 +153,9 @@ def text_regex_to_ir(pattern: str, *, ignore_case: bool = False, dotall: bool = 
         raise RegexSyntaxError(f"unsupported in a regular expression: {e.what}", e.offset) from None
 
 
-# A pattern of words and '|' only: plain characters, or a backslash before an ASCII character
-# that is neither a letter nor a digit (which means that character). No empty word, no surrogate.
-_CHAR = r"(?:[^\\|()\[\]{}*+?.^$\ud800-\udfff]|\\[\x00-/:-@\[-`{-\x7f])"
+# A pattern of words and '|' only: plain characters, or a backslash before printable ASCII that
+# is neither a letter nor a digit (which means that character). No empty word, no surrogate.
+_CHAR = r"(?:[^\\|()\[\]{}*+?.^$\ud800-\udfff]|\\[ -/:-@\[-`{-~])"
 _WORDS = re.compile(f"{_CHAR}+(?:\\|{_CHAR}+)*", re.S)
 _WORD_PIECE = re.compile(r"\\(.)|(\|)|(.)", re.S)
 
