@@ -1400,7 +1400,6 @@ static PyObject *state_int(Ints *cache, int32_t id) {
     return *slot;
 }
 
-/* The subset construction of NFA *fp from start to final (the caller frees *fp). */
 /* A dict with room for n entries: a state's row of ~250 bytes is not resized on the way (a fifth
  * of making a wide automaton). The sizing call is CPython's private one (restored in 3.13 after
  * its removal, as Cython and orjson use it); a Python without it gets a plain dict. */
@@ -1445,8 +1444,9 @@ static int append_row(PyObject *trans, Ints *ints, const int32_t *row_t, const M
     return bad;
 }
 
-/* With as_rows, each state's row is not a {byte: target} dict but its grouped row (as grouped
- * makes with frozen set): (mask, target) pairs by target, tuples out of the collector's sight. */
+/* The subset construction of NFA *fp from start to final (the caller frees *fp). With as_rows,
+ * each state's row is not a {byte: target} dict but its grouped row (as grouped makes with
+ * frozen set): (mask, target) pairs by target, tuples out of the collector's sight. */
 static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_states, Py_ssize_t room, int as_rows) {
     Nfa f = *fp; /* a shallow copy: the arrays stay the caller's */
     Subsets s;
