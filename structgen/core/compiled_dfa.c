@@ -1412,36 +1412,39 @@ static PyObject *dict_presized(Py_ssize_t n) {
 #endif
 }
 
-/* Append to trans the grouped row of pairs (row_m[i], row_t[i]), ordered by target, as a tuple
- * untracked by the collector (as grouped's frozen rows). */
-static int append_row(PyObject *trans, Ints *ints, const int32_t *row_t, const Mask *row_m, int nrow) {
+/* A grouped row: the pairs (masks[i], targets[i]) ordered by target, a tuple untracked by the
+ * collector when frozen (a row's masks and ints hold no cycle), else a list; new reference. */
+static PyObject *pairs_by_target(const int32_t *targets, const Mask *masks, int k, int frozen) {
     int order[256];
-    for (int i = 0; i < nrow; i++) { /* insertion by target: a row has a few */
+    for (int i = 0; i < k; i++) { /* insertion by target: at most 256 a row, most have one or two */
         int j = i;
-        while (j > 0 && row_t[order[j - 1]] > row_t[i]) {
+        while (j > 0 && targets[order[j - 1]] > targets[i]) {
             order[j] = order[j - 1];
             j--;
         }
         order[j] = i;
     }
-    PyObject *pairs = PyTuple_New(nrow);
+    PyObject *pairs = frozen ? PyTuple_New(k) : PyList_New(k);
     if (!pairs)
-        return -1;
-    for (int i = 0; i < nrow; i++) {
-        PyObject *tv = state_int(ints, row_t[order[i]]), *m = tv ? mask_long(&row_m[order[i]]) : NULL;
-        PyObject *pair = m ? PyTuple_Pack(2, m, tv) : NULL;
+        return NULL;
+    for (int i = 0; i < k; i++) {
+        PyObject *m = mask_long(&masks[order[i]]), *t = m ? PyLong_FromLong(targets[order[i]]) : NULL;
+        PyObject *pair = t ? PyTuple_Pack(2, m, t) : NULL;
         Py_XDECREF(m);
+        Py_XDECREF(t);
         if (!pair) {
             Py_DECREF(pairs);
-            return -1;
+            return NULL;
         }
-        PyObject_GC_UnTrack(pair);
-        PyTuple_SET_ITEM(pairs, i, pair);
+        if (frozen) {
+            PyObject_GC_UnTrack(pair);
+            PyTuple_SET_ITEM(pairs, i, pair);
+        } else
+            PyList_SET_ITEM(pairs, i, pair);
     }
-    PyObject_GC_UnTrack(pairs);
-    int bad = PyList_Append(trans, pairs);
-    Py_DECREF(pairs);
-    return bad;
+    if (frozen)
+        PyObject_GC_UnTrack(pairs);
+    return pairs;
 }
 
 /* The subset construction of NFA *fp from start to final (the caller frees *fp). With as_rows,
@@ -1624,8 +1627,13 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                     goto out;
             }
         }
-        if (as_rows && append_row(trans, &ints, row_t, row_m, nrow) < 0)
-            goto out;
+        if (as_rows) {
+            PyObject *pairs = pairs_by_target(row_t, row_m, nrow, 1);
+            int bad = !pairs || PyList_Append(trans, pairs) < 0;
+            Py_XDECREF(pairs);
+            if (bad)
+                goto out;
+        }
         /* calls: (rank, target) pairs sorted; one target set per callee, by name */
         cur = set_at(&s.dfa, (int32_t)i, &n); /* the targets above may have moved the sets */
         np = 0;
@@ -3040,37 +3048,12 @@ static PyObject *grouped_rows(PyObject *self, PyObject *args) {
             }
             masks[slot[t]].w[b >> 6] |= (uint64_t)1 << (b & 63);
         }
-        int order[256];
-        for (int i = 0; i < k; i++) { /* by target: at most 256 a row, most have one or two */
-            int j = i;
-            while (j > 0 && targets[order[j - 1]] > targets[i]) {
-                order[j] = order[j - 1];
-                j--;
-            }
-            order[j] = i;
-        }
-        PyObject *pairs = frozen ? PyTuple_New(k) : PyList_New(k);
+        PyObject *pairs = pairs_by_target(targets, masks, k, frozen);
         if (!pairs)
             goto fail;
-        for (int i = 0; i < k; i++) {
-            PyObject *m = mask_long(&masks[order[i]]), *t = m ? PyLong_FromLong(targets[order[i]]) : NULL;
-            PyObject *pair = t ? PyTuple_Pack(2, m, t) : NULL;
-            Py_XDECREF(m);
-            Py_XDECREF(t);
-            if (!pair) {
-                Py_DECREF(pairs);
-                goto fail;
-            }
-            if (frozen) {
-                PyObject_GC_UnTrack(pair);
-                PyTuple_SET_ITEM(pairs, i, pair);
-            } else
-                PyList_SET_ITEM(pairs, i, pair);
-        }
-        if (frozen) {
-            PyObject_GC_UnTrack(pairs);
+        if (frozen)
             PyTuple_SET_ITEM(out, q, pairs);
-        } else
+        else
             PyList_SET_ITEM(out, q, pairs);
     }
     if (frozen)
