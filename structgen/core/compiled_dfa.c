@@ -1458,6 +1458,10 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
     Ints ints = {NULL, 0};
     uint64_t *pairs = NULL;
     int32_t *tgts = NULL; /* as many: a state's byte edges' targets, bucketed by byte */
+    /* per NFA state t: the group of the bytes whose only target is t, valid where
+     * single_stamp[t] is the DFA state's number + 1 */
+    uint32_t *single_stamp = NULL;
+    int32_t *single_group = NULL;
     PyObject *trans = NULL, *call_rows = NULL, *accept = NULL, *result = NULL;
     if (start < 0 || start >= f.n || final < 0 || final >= f.n) {
         bad_nfa("start or final out of range");
@@ -1470,6 +1474,8 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
         goto out;
     sets_ok = 1;
     s.mark = PyMem_Calloc(f.n, sizeof(uint32_t));
+    single_stamp = PyMem_Calloc(f.n, sizeof(uint32_t));
+    single_group = PyMem_Malloc(f.n * sizeof(int32_t));
     s.stack = PyMem_Malloc(f.n * sizeof(int32_t));
     s.seen = PyMem_Malloc(f.n * sizeof(int32_t));
     Py_ssize_t pairs_cap = 256; /* grown to a state's width: (byte or call, target) pairs */
@@ -1478,7 +1484,7 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
     trans = PyList_New(0);
     call_rows = PyList_New(0);
     accept = PyList_New(0);
-    if (!s.mark || !s.stack || !s.seen || !pairs || !tgts) {
+    if (!s.mark || !s.stack || !s.seen || !pairs || !tgts || !single_stamp || !single_group) {
         PyErr_NoMemory();
         goto out;
     }
@@ -1566,11 +1572,18 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
             run_len[b] = (int32_t)sorted_distinct(run, run_len[b]);
             next_in_group[b] = -1;
             int g = 0;
-            for (; g < ngroups; g++) {
-                int c = group_first[g];
-                if (run_len[c] == run_len[b] && !memcmp(&tgts[run_at[c]], run, run_len[b] * sizeof(int32_t)))
-                    break;
-            }
+            if (run_len[b] == 1) { /* one target (every run of a DFA-like rule): found by it, not by a scan */
+                g = single_stamp[run[0]] == i + 1 ? single_group[run[0]] : ngroups;
+                if (g == ngroups) {
+                    single_stamp[run[0]] = (uint32_t)i + 1;
+                    single_group[run[0]] = ngroups;
+                }
+            } else
+                for (; g < ngroups; g++) {
+                    int c = group_first[g];
+                    if (run_len[c] == run_len[b] && !memcmp(&tgts[run_at[c]], run, run_len[b] * sizeof(int32_t)))
+                        break;
+                }
             if (g == ngroups) {
                 group_first[g] = group_last[g] = b;
                 ngroups++;
@@ -1701,6 +1714,8 @@ out:
     PyMem_Free(pairs);
     PyMem_Free(tgts);
     PyMem_Free(s.mark);
+    PyMem_Free(single_stamp);
+    PyMem_Free(single_group);
     PyMem_Free(s.stack);
     PyMem_Free(s.seen);
     PyMem_Free(s.reached_to.data);
