@@ -1640,10 +1640,10 @@ static PyObject *subsets(const Nfa *fp, int start, int final, Py_ssize_t max_sta
                     goto out;
             }
         }
-        if (as_rows) {
-            PyObject *pairs = pairs_by_target(row_t, row_m, nrow, 1);
-            int bad = !pairs || PyList_Append(trans, pairs) < 0;
-            Py_XDECREF(pairs);
+        if (as_rows) { /* not `pairs`: that name is the (rank, target) buffer the calls reuse below */
+            PyObject *grouped = pairs_by_target(row_t, row_m, nrow, 1);
+            int bad = !grouped || PyList_Append(trans, grouped) < 0;
+            Py_XDECREF(grouped);
             if (bad)
                 goto out;
         }
