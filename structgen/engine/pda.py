@@ -383,11 +383,14 @@ class StackMachine:
 
     def byte_groups(self, stacks: StackSet) -> list[list[int]] | None:
         """The bytes ``stacks`` can read, in groups whose bytes all step it to the same set;
-        None where a step depends on the byte itself (guards, counted and unordered rules).
+        None where a step depends on the byte itself (guard frames, and counted rules with a
+        guard, which steps by the byte).
 
-        A frame of a plain rule steps by a byte to the closure of its rule's target for that
-        byte, so bytes with the same target in every frame lead to the same set: of the ~250
-        bytes a comment reads, the ASCII ones are one group, the UTF-8 lead bytes a few more.
+        A frame steps by a byte to the closure of what its rule's target for that byte makes of
+        the frame (a plain rule's target state; a counted rule's count and state; an unordered
+        rule's slots and state), so bytes with the same target in every frame lead to the same
+        set: of the ~250 bytes a comment or a JSON string reads, the ASCII ones are one group,
+        the UTF-8 lead bytes a few more.
 
         >>> from structgen.core.automaton import build_automaton
         >>> from structgen.core.ir import Grammar, Lit, ByteClass, alt, seq
@@ -401,9 +404,14 @@ class StackMachine:
             rule_i, state, _ = self.frames[sid]
             if rule_i >= 0:
                 rule = self.rules[rule_i]
-                if rule.counted or rule.unordered is not None:
-                    return None
-                rows.append(rule.trans[state])  # type: ignore[index]
+                if rule.unordered is not None:
+                    rows.append(rule.trans[state[3]])  # type: ignore[index]
+                elif rule.counted:
+                    if rule.guard is not None:
+                        return None
+                    rows.append(rule.trans[state[1]])  # type: ignore[index]
+                else:
+                    rows.append(rule.trans[state])  # type: ignore[index]
             elif rule_i == GUARD:
                 return None
         groups: dict[tuple, list[int]] = {}
