@@ -54,6 +54,6 @@ def test_lexer_automata_are_explored_under_the_budget():
     terminals = {f"T{i}": seq(Repeat(ByteClass.of("ab"), 0, None), Lit(c), Repeat(ByteClass.of("ab"), 8, 8))
                  for i, c in enumerate([b"a", b"b"])}
     grammar = Grammar.of("s", s=seq(Ref("T0"), Ref("T1")), **terminals)
-    apply_lexer(grammar, terminals, Repeat(Lit(b" "), 1, None))  # no budget: it completes
+    apply_lexer(grammar, terminals, [Repeat(Lit(b" "), 1, None)])  # no budget: it completes
     with compile_budget(5_000), pytest.raises(BudgetExceededError):
-        apply_lexer(grammar, terminals, Repeat(Lit(b" "), 1, None))
+        apply_lexer(grammar, terminals, [Repeat(Lit(b" "), 1, None)])

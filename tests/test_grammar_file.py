@@ -266,6 +266,10 @@ def test_left_recursion_exhaustive(text, alphabet, length):
     # a lazy comment ends at its first closing mark
     ('start: X+\nX: /[a-z]+/\n%import common.C_COMMENT\n%ignore C_COMMENT\n%ignore " "',
      ["a /* b */ c", "a/**/b /* * / */"], ["a /* b */ c */", "a /* b"]),
+    # comments (called rules) between whitespace (written into the callers), tokens and each other
+    ('start: X+\nX: /[a-z]+/\n%ignore /\\/\\/[^\\n]*/\n%ignore /\\/\\*([^*]|\\*+[^*\\/])*\\*+\\//\n%ignore /[ \\n]+/',
+     ["a//x b", "a /*c*/b", "a/*c*//*d*/ b//e", "a\n//x\n/*y*/\nb", "a//x\n//y\n b /**/"],
+     ["/*x*/", "//a", "/*c*/ //b", "a//x\n/*", "a /*c*/ */b", "a//x\n/", "a /*/ b"]),
 ])
 def test_lexer_rules(text, good, bad):
     compiled = structgen.compile_grammar(text, BYTES)

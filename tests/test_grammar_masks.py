@@ -29,7 +29,25 @@ STRING: /'[^']*'/
 %ignore /--[^\n]*/
 '''
 
+#: line and block comments are called rules, whitespace is written into the callers: comments
+#: next to tokens, to whitespace, to each other and to an operator that starts like them
+C_LIKE = r'''
+start: func+
+func: TYPE NAME "(" (TYPE NAME ("," TYPE NAME)*)? ")" "{" stmt* "}"
+stmt: "return" expr ";" | NAME "=" expr ";"
+expr: atom (OP atom)*
+atom: NAME | NUMBER | "(" expr ")"
+TYPE: "int" | "void"
+OP: "+" | "-" | "*" | "/"
+NAME: /[a-zA-Z_][a-zA-Z0-9_]*/
+NUMBER: /[0-9]+/
+%ignore /[ \t\n]+/
+%ignore /\/\/[^\n]*/
+%ignore /\/\*([^*]|\*+[^*\/])*\*+\//
+'''
+
 CASES = [
+    (C_LIKE, "int f(int a) { // c\n  return a/*x*//2; /* y */}\nvoid g() {/**/b = (1)//z\n;}// end"),
     (GRAMMARS / "json.lark", '{"name": "Ada", "tags": ["x", {"k": [1, 2.5e-3]}], "ok": true}'),
     (GRAMMARS / "json.lark", '[{"a":[]},{"b":{}}]'),
     (GRAMMARS / "arithmetic.lark", "max(a, b)*-(c+10)/2^x - f()"),

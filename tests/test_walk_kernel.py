@@ -100,7 +100,7 @@ def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_n
             walked += 1
         tabled += sum(len(sets) for _, sets in getattr(rows, "_table_sets", {}).values())
     assert walked > 50
-    assert tabled > 20 or rows_kind == "sets", tabled  # rows made from a rule's steps were walked
+    assert tabled > 10 or rows_kind == "sets", tabled  # rows made from a rule's steps were walked
 
 
 def test_bytes_grouped_together_step_alike(smollm2_tokenizer):

@@ -18,9 +18,9 @@ when a longer terminal starts to match and then fails: with terminals ``ab``, ``
 How: the bytes a token forbids next depend only on the state of the union of all terminals'
 automata after its text. Each terminal rule is split by that set (most terminals have one or
 two), and each part gets a *lookahead* (:attr:`structgen.core.ir.Grammar.lookahead`): the runtime
-checks the next byte when the rule returns (:mod:`structgen.engine.pda`). Ignored text before a token
-is written into the calling rule, with the same check built into its automaton between pieces
-and before the token.
+checks the next byte when the rule returns (:mod:`structgen.engine.pda`). Ignored whitespace
+before a token is written into the calling rule, with the same check built into its automaton
+between pieces and before the token; other ignored pieces (comments) are called, like tokens.
 
 Example
 -------
@@ -32,7 +32,7 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 >>> g = Grammar.of("two", two=seq(Ref("W"), Ref("W")), W=seq(Repeat(Lit(b" "), 0, None), word))
 >>> from structgen.core.automaton import build_automaton
 >>> from structgen.engine.pda import StackMachine, ACCEPT
->>> sm = StackMachine(build_automaton(apply_lexer(g, {"W": word}, Lit(b" "))))
+>>> sm = StackMachine(build_automaton(apply_lexer(g, {"W": word}, [Lit(b" ")])))
 >>> [ACCEPT in sm.step_bytes(sm.initial(), s) for s in (b"ab cd", b"abcd", b" ab  cd")]
 [True, False, True]
 """
@@ -40,16 +40,20 @@ Two words, ignored spaces between: without the lexer rule ``abcd`` would also re
 from __future__ import annotations
 
 from array import array
+from typing import Sequence
 
 from structgen.core.dfa import (DEFAULT_STATE_LIMIT, Rows, as_fsm, explore_rows, fsm_of_rows, mask_of, mask_of_ranges,
                                 minimize, minimize_rows, rows_of, shared_read_classes, shared_rows_of, split_fsms,
                                 trim, trim_rows)
-from structgen.core.ir import Expr, Fsm, Grammar, Ref, alt, seq, substitute
+from structgen.core.ir import Expr, Fsm, Grammar, Ref, Repeat, alt, seq, substitute
 
-__all__ = ["apply_lexer", "IGNORE_RULE"]
+__all__ = ["apply_lexer", "IGNORE_RULE", "IGNORED_PIECE"]
 
 #: The rule for ignored text at the end of the input.
 IGNORE_RULE = "%ignore"
+#: The rule (one per exit class: ``%ignore.piece#k``) of the ignored pieces that are called,
+#: not written into the callers: all but whitespace (see :func:`apply_lexer`).
+IGNORED_PIECE = "%ignore.piece"
 
 def _split_by_exit(rows: Rows, order: list, exits) -> dict[frozenset[int], Expr]:
     """``{forbidden bytes: automaton}``: the explored automaton, one copy per exit class, each
@@ -145,61 +149,117 @@ def _first_mask(fsm: Fsm) -> int:
     return m
 
 
-def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Expr | None") -> Grammar:
+_BLANK = mask_of(b" \t\n\r\f\v")
+
+
+def _blank_only(piece: Expr) -> bool:
+    """Whether ``piece`` reads ASCII whitespace only (so it stays written into the callers)."""
+    rows, _ = rows_of(piece, charged=False)
+    return all(not m & ~_BLANK for row in rows for m, _ in row)
+
+
+class _Variants:
+    """A terminal's rules, one per exit class, and their copies without some first bytes, made
+    when a run of ignored text before a call forbids those (``rules`` and ``lookahead`` gather
+    what the grammar gets)."""
+
+    def __init__(self, name: str, by_exit: list[tuple[frozenset[int], Expr]],
+                 lookahead: list[tuple[str, frozenset[int]]]) -> None:
+        self.names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
+        self.by_exit = by_exit
+        self.firsts = [_first_mask(body) for _, body in by_exit]  # type: ignore[arg-type]
+        self.lookahead = lookahead
+        self.rules: list[tuple[str, Expr]] = []
+        for n, (forbidden, body) in zip(self.names, by_exit):
+            self.rules.append((n, body))
+            if forbidden:
+                lookahead.append((n, forbidden))
+
+    def calls(self) -> Expr:
+        return alt(*(Ref(n) for n in self.names))
+
+    def calls_after(self, k: int, after_run: frozenset[int], run_mask: int) -> "Expr | None":
+        """The calls that may follow run ``k``, which forbids ``after_run`` next (None: none)."""
+        calls: list[Expr] = []
+        for n, (forbidden, body), first in zip(self.names, self.by_exit, self.firsts):
+            if not first & run_mask:
+                calls.append(Ref(n))
+                continue
+            rest = _without_first(body, after_run)  # type: ignore[arg-type]
+            if rest is not None:
+                calls.append(Ref(f"{n}/{k}"))
+                self.rules.append((f"{n}/{k}", rest))
+                if forbidden:
+                    self.lookahead.append((f"{n}/{k}", forbidden))
+        return alt(*calls) if calls else None
+
+
+def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Sequence[Expr]" = ()) -> Grammar:
     """The grammar with lexer rules applied (see the module docstring).
 
     ``grammar`` reads bytes only inside its terminal rules (named in ``terminals``, which maps
     each to its language without ignored text) and :data:`IGNORE_RULE`, which it may call at
-    the end of the input; ``ignore`` is one piece of ignored text, or None.
+    the end of the input; ``ignore`` are the pieces of ignored text (``%ignore WS``,
+    ``%ignore COMMENT``).
 
-    Each call of a terminal becomes: an optional run of ignored text, written into the calling
-    rule, then a call of the token's rule. (As a rule of its own, the run would be cheaper to
-    compile, but nearly every token crosses out of it, ``" int"``, and those crossings cost a
-    walk per place that calls it.) Where the run's last piece forbids some first bytes of the
-    token, the call goes to a copy of the token's rule without them.
+    Each call of a terminal becomes: an optional run of ignored text, then a call of the
+    token's rule. Whitespace is written into the calling rule: nearly every token crosses out
+    of it (``" int"``), and as a rule of its own those crossings would cost a walk per place
+    that calls it. Other pieces (comments) are called, like a token (:data:`IGNORED_PIECE`):
+    the walk inside a comment, where nearly every token of the vocabulary is legal, is then
+    made once, not once per rule that calls a terminal. (Where no piece is whitespace only,
+    all are written in.) Where the run's last piece forbids some first bytes of what comes
+    next, the call goes to a copy of that rule without them.
     """
+    pieces = list(ignore)
+    is_blank = [_blank_only(p) for p in pieces]
+    called = [p for p, b in zip(pieces, is_blank) if not b] if any(is_blank) else []
+    inline = [p for p, b in zip(pieces, is_blank) if b] if called else pieces
     # The terminals' own DFAs are what the rule automata are built from anyway (charged there);
     # the products explored below are what this module adds, and they are charged.
-    union_rows, _ = shared_rows_of(alt(*terminals.values(), *([ignore] if ignore is not None else [])))
+    union_rows, _ = shared_rows_of(alt(*terminals.values(), *pieces))
     union_class, classes = shared_read_classes(union_rows)  # each distinct set of bytes the union reads
-    runs = sorted(_ignored_run(rows_of(ignore, charged=False), union_rows, union_class, classes).items(),
-                  key=lambda kv: sorted(kv[0])) if ignore is not None else []
-    run_masks = [mask_of(after_run) for after_run, _ in runs]  # what each run forbids next
     lookahead: list[tuple[str, frozenset[int]]] = []
+
+    def token(name: str, lang: Expr) -> _Variants:
+        by_exit = sorted(_token(rows_of(lang, charged=False), union_rows, union_class, classes).items(),
+                         key=lambda kv: sorted(kv[0]))
+        return _Variants(name, by_exit, lookahead)
+
+    runs = sorted(_ignored_run(rows_of(alt(*inline), charged=False), union_rows, union_class, classes).items(),
+                  key=lambda kv: sorted(kv[0])) if inline else []
+    run_masks = [mask_of(after_run) for after_run, _ in runs]  # what each run forbids next
+
+    def after_runs(v: _Variants) -> Expr:
+        """``v``'s calls, directly or after a run (of whitespace, where pieces are called)."""
+        options = [v.calls()]
+        for k, (after_run, run) in enumerate(runs):
+            calls = v.calls_after(k, after_run, run_masks[k])
+            if calls is not None:
+                options.append(seq(run, calls))
+        return alt(*options)
+
+    # called pieces: chunks of (whitespace, then) one called piece, repeated, before what the
+    # run written in gives; after a chunk, the piece's lookahead checks the next byte, so what
+    # follows it is not restricted here
+    pieces_rule = token(IGNORED_PIECE, alt(*called)) if called else None
+    chunk = after_runs(pieces_rule) if pieces_rule is not None else None
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
-        by_exit = sorted(_token(rows_of(lang, charged=False), union_rows, union_class, classes).items(),
-                         key=lambda kv: sorted(kv[0]))
-        names = [name] if len(by_exit) == 1 else [f"{name}#{k}" for k in range(len(by_exit))]
-        new_rules[name] = []
-        for n, (forbidden, body) in zip(names, by_exit):
-            new_rules[name].append((n, body))
-            if forbidden:
-                lookahead.append((n, forbidden))
-        options: list[Expr] = [alt(*(Ref(n) for n in names))]
-        firsts = [_first_mask(body) for _, body in by_exit]  # type: ignore[arg-type]
-        for k, (after_run, run) in enumerate(runs):
-            calls: list[Expr] = []
-            for n, (forbidden, body), first in zip(names, by_exit, firsts):
-                if not first & run_masks[k]:
-                    calls.append(Ref(n))
-                    continue
-                rest = _without_first(body, after_run)  # type: ignore[arg-type]
-                if rest is not None:
-                    calls.append(Ref(f"{n}/{k}"))
-                    new_rules[name].append((f"{n}/{k}", rest))
-                    if forbidden:
-                        lookahead.append((f"{n}/{k}", forbidden))
-            if calls:
-                options.append(seq(run, alt(*calls)))
-        sites[name] = alt(*options)
+        v = token(name, lang)
+        sites[name] = after_runs(v) if chunk is None else seq(Repeat(chunk, 0, None), after_runs(v))
+        new_rules[name] = v.rules
     if runs:
         sites[IGNORE_RULE] = alt(*(run for _, run in runs))
+        if chunk is not None:  # at least one piece: chunks alone, or chunks then a run
+            sites[IGNORE_RULE] = alt(Repeat(chunk, 1, None), seq(Repeat(chunk, 0, None), sites[IGNORE_RULE]))
     out: list[tuple[str, Expr]] = []
     for name, body in grammar.rules:
         if name in new_rules:
             out += new_rules[name]
         elif name != IGNORE_RULE:
             out.append((name, substitute(body, sites.get)))
+    if pieces_rule is not None:
+        out += pieces_rule.rules
     return Grammar(tuple(out), grammar.start, tuple(lookahead)).checked()

@@ -417,7 +417,7 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
         rules.append((IGNORE_RULE, Repeat(ignore, 1, None)))
     grammar = Grammar(tuple(rules), root).checked()
     _check_productive(grammar, used, start)
-    return apply_lexer(remove_left_recursion(grammar), terminals, ignore)
+    return apply_lexer(remove_left_recursion(grammar), terminals, ignored)
 
 
 def _terminal_languages(low: "_Lowering", defs: dict[str, Def]) -> dict[str, Expr]:
