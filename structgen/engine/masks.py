@@ -234,6 +234,7 @@ class MaskBuilder:
         self._hits: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._key_lists: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}
         self._hit_rows: dict[tuple[int, frozenset[int]], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._hit_masks: dict[int, np.ndarray] = {}  # by id of a _hit_rows token id array
         self._reads_memo: dict[tuple[int, int], frozenset[int]] = {}
         self._iso_reads: dict[tuple[int, int], tuple[frozenset[int], tuple[bytes, ...], list[tuple[int, ...]]]] = {}
         self._facts: dict[tuple, _StateFacts] = {}  # what this grammar uses (the shared cache may forget)
@@ -282,17 +283,15 @@ class MaskBuilder:
             else:
                 facts = self._plain_facts(sid)
                 got = facts.inside
-                if facts.crossing.keys:  # most states: no token returns from them (a key's start)
-                    crossing = self._crossing_ids(facts.crossing, parent)
-                    if crossing.size:
-                        got = got | ids_to_mask(crossing, self.vocab.words)
+                # most states: no token returns from them (a key's start)
+                crossing = self._crossing_mask(facts.crossing, parent) if facts.crossing.keys else None
+                got = got | crossing if crossing is not None else got
         self._stack_masks[sid] = got
         return got
 
     def _first_byte_mask(self, first: frozenset[int]) -> np.ndarray:
         """Tokens whose first byte is in ``first`` (shared per vocabulary)."""
-        cache = self.vocab.mask_cache
-        key = ("first bytes", first)
+        cache, key = self.vocab.mask_cache, ("first bytes", first)
         got = cache.get(key)
         if got is None:
             keys = self.index.keys
@@ -358,6 +357,14 @@ class MaskBuilder:
             ok = [keep(int(t), int(n), int(d)) for t, n, d in zip(tids, ns, ds)]
             tids = tids[np.array(ok, dtype=bool)]
         return tids
+
+    def _crossing_mask(self, rems: _Remainders, parent: int) -> "np.ndarray | None":
+        """A plain rule's crossing tokens as a bitmask (None: none), once per distinct hit."""
+        tids = self._crossing_hits(rems, parent)[0]
+        got = self._hit_masks.get(id(tids))  # one array per (remainders, hits), kept by _hit_rows
+        if got is None and tids.size:
+            got = self._hit_masks[id(tids)] = ids_to_mask(tids, self.vocab.words)
+        return got
 
     def _crossing_hits(self, rems: _Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(token ids, item counts, offsets) of the crossing tokens the stack below accepts."""
@@ -678,16 +685,14 @@ def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n:
     ``i == -1`` means the root (``d == 0``). With ``only_longer`` the token that ends exactly at the
     node is skipped (a counted rule already counts it as inside).
     """
-    keys, ids = idx.keys, idx.ids
-    lo = i if i >= 0 else 0
+    keys, ids, lo = idx.keys, idx.ids, max(i, 0)
     hi = idx.subtree_end(i, d) if i >= 0 and d else len(keys)
     if i >= 0 and len(keys[i]) == d:
         if not only_longer:
             out.extend((b"", tid, n, d) for tid in ids[i])
         lo += 1
-    end = idx.subtree_end
     while lo < hi:  # each child of the node: its byte, then its whole subtree when that byte may follow
-        z = end(lo, d + 1)
+        z = idx.subtree_end(lo, d + 1)
         if keys[lo][d] in follow:
             for j in range(lo, z):
                 rem = keys[j][d:]
