@@ -124,9 +124,10 @@ def test_bytes_grouped_together_step_alike(smollm2_tokenizer):
             for g in groups:
                 assert len({sm.step_set(stacks, b) for b in g}) == 1, (stacks, g)
             largest = max(largest, *map(len, groups)) if groups else largest
-            grouped += len(groups) < len(sm.next_bytes(stacks))
+            fewer = len(groups) < len(sm.next_bytes(stacks))
+            grouped += fewer
             # counted (a string's length) and unordered rules (an object's keys) group too
-            grouped_slots += len(groups) < len(sm.next_bytes(stacks)) and any(
+            grouped_slots += fewer and any(
                 sm.rules[sm.frames[s][0]].counted or sm.rules[sm.frames[s][0]].unordered is not None
                 for s in stacks if sm.frames[s][0] >= 0)
     assert largest >= 100 and grouped > 50 and grouped_slots > 50, (largest, grouped, grouped_slots)

@@ -244,16 +244,17 @@ def apply_lexer(grammar: Grammar, terminals: dict[str, Expr], ignore: "Sequence[
     # follows it is not restricted here
     pieces_rule = token(IGNORED_PIECE, alt(*called)) if called else None
     chunk = after_runs(pieces_rule) if pieces_rule is not None else None
+    chunks = Repeat(chunk, 0, None) if chunk is not None else None  # one node, shared by every site
     new_rules: dict[str, list[tuple[str, Expr]]] = {}
     sites: dict[str, Expr] = {}
     for name, lang in terminals.items():
         v = token(name, lang)
-        sites[name] = after_runs(v) if chunk is None else seq(Repeat(chunk, 0, None), after_runs(v))
+        sites[name] = after_runs(v) if chunks is None else seq(chunks, after_runs(v))
         new_rules[name] = v.rules
     if runs:
         sites[IGNORE_RULE] = alt(*(run for _, run in runs))
-        if chunk is not None:  # at least one piece: chunks alone, or chunks then a run
-            sites[IGNORE_RULE] = alt(Repeat(chunk, 1, None), seq(Repeat(chunk, 0, None), sites[IGNORE_RULE]))
+        if chunks is not None:  # at least one piece: chunks alone, or chunks then a run
+            sites[IGNORE_RULE] = alt(Repeat(chunk, 1, None), seq(chunks, sites[IGNORE_RULE]))
     out: list[tuple[str, Expr]] = []
     for name, body in grammar.rules:
         if name in new_rules:
