@@ -361,9 +361,9 @@ class MaskBuilder:
     def _crossing_mask(self, rems: _Remainders, parent: int) -> "np.ndarray | None":
         """A plain rule's crossing tokens as a bitmask (None: none), once per distinct hit."""
         tids = self._crossing_hits(rems, parent)[0]
-        got = self._hit_masks.get(id(tids))  # one array per (remainders, hits), kept by _hit_rows
+        got = self._hit_masks.get(id(tids))  # tids is the one array _hit_rows keeps for its key
         if got is None and tids.size:
-            got = self._hit_masks[id(tids)] = ids_to_mask(tids, self.vocab.words)
+            got = self._hit_masks.setdefault(id(tids), ids_to_mask(tids, self.vocab.words))
         return got
 
     def _crossing_hits(self, rems: _Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -378,10 +378,10 @@ class MaskBuilder:
             # many parents read the same remainders alike (nested blocks): their rows once
             rows_key = (id(rems), hits)
             got = self._hit_rows.get(rows_key)
-            if got is None:
+            if got is None:  # setdefault, never a plain store: a replaced array's id could be reused
                 arr = rems.rows(sorted(hits))
-                got = self._hit_rows[rows_key] = (arr[:, 0], arr[:, 1], arr[:, 2])
-            self._hits[key] = got
+                got = self._hit_rows.setdefault(rows_key, (arr[:, 0], arr[:, 1], arr[:, 2]))
+            got = self._hits.setdefault(key, got)
         return got
 
     # ---------------------------------------------------------------- remainders, frame by frame
