@@ -32,7 +32,7 @@ import structgen
 import structgen.frontends.json_schema.translate
 from structgen import Compiler
 from structgen.engine import compile_cache, compiled as compiled_mod, compiler as compiler_mod
-from structgen.engine import masks as masks_mod, sealed
+from structgen.engine import masks as masks_mod, sealed, state_facts
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import UnsafeCacheWarning
 from structgen.frontends.tool_calls import FORMATS, read_tools, tool_call_grammar
@@ -263,14 +263,14 @@ def test_facts_loaded_from_disk_mask_as_computed(cache, monkeypatch):
     expected = fresh()  # computes the facts and saves them
     assert facts_files(root)
     loads: list[bool] = []
-    real = masks_mod._load
+    real = state_facts.load
 
     def counting(*args):
         got = real(*args)
         loads.append(got is not None)
         return got
 
-    monkeypatch.setattr(masks_mod, "_load", counting)
+    monkeypatch.setattr(state_facts, "load", counting)
     assert walk(Compiler(byte_vocab(), disk_cache=False).json_schema(SCHEMA)) == expected
     assert loads and all(loads)
 
@@ -471,7 +471,7 @@ def test_the_switch_is_read_on_each_use(cache, monkeypatch):
     assert files
     monkeypatch.setenv("STRUCTGEN_DISK_CACHE", "0")
     reads: list[Path] = []
-    monkeypatch.setattr(masks_mod, "read_sealed", lambda path, header: reads.append(path))
+    monkeypatch.setattr(state_facts, "read_sealed", lambda path, header: reads.append(path))
     walk(Compiler(byte_vocab(), disk_cache=False).json_schema(SCHEMA))
     assert reads == [] and facts_files(root) == files
     monkeypatch.setenv("STRUCTGEN_DISK_CACHE", "1")

@@ -31,10 +31,9 @@ the bounds are, capped at what one token can cross), so a 10,000-element bound c
 of walks, not one per count.
 
 Facts are shared through a bounded per-vocabulary cache (each grammar keeps the ones it uses),
-and facts that were slow to compute are also kept on disk, keyed by vocabulary and rule. On disk
-they are numbers only (a numpy ``.npz`` read with ``allow_pickle=False``, so loading one can run
-no code) in a sealed entry (:mod:`structgen.engine.sealed`: the user's own folders, an HMAC
-seal); ``STRUCTGEN_DISK_CACHE=0`` stops reading and writing them.
+and facts that were slow to compute are also kept on disk, keyed by vocabulary and rule, as
+numbers only in a sealed entry (:mod:`structgen.engine.state_facts`: loading one can run no
+code); ``STRUCTGEN_DISK_CACHE=0`` stops reading and writing them.
 
 Threads: matchers of one grammar may ask for masks from several threads at once. Every memo
 entry is a pure function of its key, so concurrent fillers store equal values; facts are
@@ -47,22 +46,20 @@ exactly when the set holds ``ACCEPT``.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 import time
 from bisect import bisect_left
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from structgen.core.depth import recursion_room
-from structgen.engine.disk_cache import cache_dir, code_digest, disk_cache_enabled
-from structgen.engine.sealed import read_sealed, write_sealed
+from structgen.engine import state_facts
+from structgen.engine.disk_cache import cache_dir, disk_cache_enabled
 from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet, frozen_ints
 from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
+from structgen.engine.state_facts import Remainders, StateFacts, record_crossing
 from structgen.engine.walk_kernel import FrameRows, kernel_available, walk_crossings
 
 __all__ = ["MaskBuilder", "walk_keys"]
@@ -70,8 +67,6 @@ __all__ = ["MaskBuilder", "walk_keys"]
 #: State facts that took longer than this to compute are kept on disk (shared primitives:
 #: JSON string bodies, numbers, whitespace), keyed by vocabulary and rule fingerprints.
 _DISK_CACHE_AFTER_S = 0.05
-#: Layout of a facts file on disk; bump it when it changes (2: sealed ``.npz``, was a raw pickle).
-FACTS_FORMAT = 2
 
 
 def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, int], StackSet],
@@ -155,73 +150,6 @@ def walk_keys(keys: list[bytes], start: StackSet, step_set: Callable[[StackSet, 
     return out
 
 
-@dataclass
-class _Remainders:
-    """Crossing tokens of one rule state: sorted distinct remainders and who owns each.
-
-    ``owners[starts[k]:starts[k + 1]]`` are key ``k``'s rows ``(token id, items counted before
-    the return, byte offset of the return)``: one array, so a walk's hits gather without a
-    Python loop over tokens.
-    """
-
-    keys: list[bytes]
-    owners: np.ndarray  # int64, shape (n, 3)
-    starts: np.ndarray  # int64, shape (len(keys) + 1,)
-
-    @staticmethod
-    def build(entries: list[tuple[bytes, int, int, int]]) -> "_Remainders":
-        by: dict[bytes, list[tuple[int, int, int]]] = {}
-        for rem, tid, n, d in entries:
-            by.setdefault(rem, []).append((tid, n, d))
-        return _Remainders._grouped(by)
-
-    @staticmethod
-    def of_keys(idx: TokenIndex, pairs: np.ndarray) -> "_Remainders":
-        """From rows ``(key, depth)`` of the index (:func:`~structgen.engine.walk_kernel.walk_crossings`):
-        each key's tokens cross with the remainder after ``depth`` bytes, no items counted."""
-        by: dict[bytes, list[tuple[int, int, int]]] = {}
-        keys, ids = idx.keys, idx.ids
-        for j, d in pairs.tolist():
-            rem = keys[j][d:]
-            got = by.get(rem)
-            if got is None:
-                got = by[rem] = []
-            got.extend((tid, 0, d) for tid in ids[j])
-        return _Remainders._grouped(by)
-
-    @staticmethod
-    def _grouped(by: dict[bytes, list[tuple[int, int, int]]]) -> "_Remainders":
-        keys = sorted(by)
-        counts = np.fromiter((len(by[k]) for k in keys), dtype=np.int64, count=len(keys))
-        rows = np.array([o for k in keys for o in by[k]], dtype=np.int64).reshape(-1, 3)
-        return _Remainders(keys, rows, _starts(counts))
-
-    def rows(self, hits: list[int]) -> np.ndarray:
-        """The owner rows of keys ``hits``, in order."""
-        if not hits:
-            return self.owners[:0]
-        k = np.asarray(hits, dtype=np.int64)
-        lo, counts = self.starts[k], self.starts[k + 1] - self.starts[k]
-        # output row p of key j is owners row lo[j] + (p - where key j's rows start in the output)
-        shift = np.repeat(lo - _starts(counts)[:-1], counts)
-        return self.owners[np.arange(shift.size) + shift]
-
-
-def _starts(counts: np.ndarray) -> np.ndarray:
-    out = np.zeros(counts.size + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    return out
-
-
-@dataclass
-class _StateFacts:
-    """What a rule state accepts in isolation (shared across grammars on one vocabulary)."""
-
-    key: tuple  # the cache key: rule fingerprint (or counted item digest), state, follow bytes
-    inside: np.ndarray  # uint32 bitmask (plain rules) or int32 items-started per token (counted)
-    crossing: _Remainders
-
-
 class MaskBuilder:
     """Computes and memoizes token masks for one grammar's stack machine on one vocabulary."""
 
@@ -237,7 +165,7 @@ class MaskBuilder:
         self._hit_masks: dict[int, np.ndarray] = {}  # by id of a _hit_rows token id array
         self._reads_memo: dict[tuple[int, int], frozenset[int]] = {}
         self._iso_reads: dict[tuple[int, int], tuple[frozenset[int], tuple[bytes, ...], list[tuple[int, ...]]]] = {}
-        self._facts: dict[tuple, _StateFacts] = {}  # what this grammar uses (the shared cache may forget)
+        self._facts: dict[tuple, StateFacts] = {}  # what this grammar uses (the shared cache may forget)
         self._empty = np.zeros(vocab.words, dtype=np.uint32)
         self._token_reach: int | None = None
         self._rows = FrameRows(machine)  # the compiled walk's numbered stack sets
@@ -320,7 +248,7 @@ class MaskBuilder:
                                       counts=(lo, hi))
         return inside | ids_to_mask(crossing, self.vocab.words) if crossing.size else inside
 
-    def _inside_upto(self, facts: _StateFacts, room: int | None) -> np.ndarray:
+    def _inside_upto(self, facts: StateFacts, room: int | None) -> np.ndarray:
         cache = self.vocab.mask_cache
         key = ("upto", facts.key, room)
         got = cache.get(key)
@@ -343,7 +271,7 @@ class MaskBuilder:
             q = 0 if done else t
         return not rule.guard.blocks_end(g)  # type: ignore[union-attr]
 
-    def _crossing_ids(self, rems: _Remainders, parent: int,
+    def _crossing_ids(self, rems: Remainders, parent: int,
                       keep: Callable[[int, int, int], bool] | None = None,
                       counts: tuple[int, int | None] | None = None) -> np.ndarray:
         """Token ids whose remainder the stack below can read; ``counts`` bounds their item
@@ -358,7 +286,7 @@ class MaskBuilder:
             tids = tids[np.array(ok, dtype=bool)]
         return tids
 
-    def _crossing_mask(self, rems: _Remainders, parent: int) -> "np.ndarray | None":
+    def _crossing_mask(self, rems: Remainders, parent: int) -> "np.ndarray | None":
         """A plain rule's crossing tokens as a bitmask (None: none), once per distinct hit."""
         tids = self._crossing_hits(rems, parent)[0]
         got = self._hit_masks.get(id(tids))  # tids is the one array _hit_rows keeps for its key
@@ -366,7 +294,7 @@ class MaskBuilder:
             got = self._hit_masks.setdefault(id(tids), ids_to_mask(tids, self.vocab.words))
         return got
 
-    def _crossing_hits(self, rems: _Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _crossing_hits(self, rems: Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(token ids, item counts, offsets) of the crossing tokens the stack below accepts."""
         key = (id(rems), parent)  # rems stays alive: the builder's facts memo holds it
         got = self._hits.get(key)
@@ -478,7 +406,7 @@ class MaskBuilder:
         a = self.sm.automaton
         return ("facts", a.fingerprints[rule_i], state, a.follow[rule_i])
 
-    def _cached_facts(self, key: tuple, compute: Callable[[], tuple[np.ndarray, _Remainders]]) -> _StateFacts:
+    def _cached_facts(self, key: tuple, compute: Callable[[], tuple[np.ndarray, Remainders]]) -> StateFacts:
         """Facts from this builder, else the vocabulary's shared cache, else the disk cache, else
         computed (and saved to disk when slow)."""
         got = self._facts.get(key)
@@ -491,21 +419,21 @@ class MaskBuilder:
         return self._facts.setdefault(key, got)  # the one every thread uses (see the module doc)
 
     def _disk_or_computed_facts(self, key: tuple,
-                                compute: Callable[[], tuple[np.ndarray, _Remainders]]) -> _StateFacts:
+                                compute: Callable[[], tuple[np.ndarray, Remainders]]) -> StateFacts:
         # The file name (a hash) and the folder (a Path) cost ~20 us, as much as a small state's
         # walk: made only where the folder lists facts or these get saved.
         on = disk_cache_enabled()
         on_disk = self._facts_on_disk() if on else None
-        named = _disk_name(key) if on_disk else None
+        named = state_facts.disk_name(key) if on_disk else None
         if named is not None and named[0] in on_disk:  # type: ignore[operator]
-            got = _load(self._facts_folder() / named[0], key, named[1], self.vocab)
+            got = state_facts.load(self._facts_folder() / named[0], key, named[1], self.vocab)
             if got is not None:
                 return got
         started = time.perf_counter()
-        got = _StateFacts(key, *compute())
+        got = StateFacts(key, *compute())
         if on and time.perf_counter() - started > _DISK_CACHE_AFTER_S:
-            name, ident = named or _disk_name(key)
-            if _save(self._facts_folder() / name, ident, got) and on_disk is not None:
+            name, ident = named or state_facts.disk_name(key)
+            if state_facts.save(self._facts_folder() / name, ident, got) and on_disk is not None:
                 on_disk.add(name)
         return got
 
@@ -523,7 +451,7 @@ class MaskBuilder:
             self.vocab.facts_on_disk = on_disk
         return on_disk
 
-    def _plain_facts(self, sid: int) -> _StateFacts:
+    def _plain_facts(self, sid: int) -> StateFacts:
         rule_i, state, _ = self.sm.frames[sid]
         rule = self.sm.rules[rule_i]
         if rule.counted:  # an item that calls rules: the facts depend on the count's class only
@@ -546,7 +474,7 @@ class MaskBuilder:
         above = cap if rule.max is None else min(rule.max - count, cap)
         return below, above
 
-    def _walk_plain(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
+    def _walk_plain(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, Remainders]:
         if self._compiled_walk:
             return self._walk_plain_compiled(iso, follow)
         idx = self.index
@@ -554,28 +482,28 @@ class MaskBuilder:
         entries: list[tuple[bytes, int, int, int]] = []
 
         def on_escape(i: int, d: int, forbidden: frozenset[int]) -> None:
-            _record_crossing(idx, i, d, follow - forbidden if forbidden else follow, 0, entries)
+            record_crossing(idx, i, d, follow - forbidden if forbidden else follow, 0, entries)
 
         start = frozenset((iso,))
         inside = walk_keys(keys, start, self.sm.step_set, self.sm.next_bytes, on_escape=on_escape,
                            escapes=self.sm.escapes, ends=idx.subtree_end)
         ids = [t for i in inside for t in idx.ids[i]]
-        return ids_to_mask(ids, self.vocab.words), _Remainders.build(entries)
+        return ids_to_mask(ids, self.vocab.words), Remainders.build(entries)
 
-    def _walk_plain_compiled(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, _Remainders]:
+    def _walk_plain_compiled(self, iso: int, follow: frozenset[int]) -> tuple[np.ndarray, Remainders]:
         """:meth:`_walk_plain` with the compiled walk (:mod:`structgen.engine.walk_kernel`)."""
         idx = self.index
         inside, pairs = walk_crossings(idx, self._rows, frozenset((iso,)), follow)
-        return ids_to_mask(idx.token_ids(inside), self.vocab.words), _Remainders.of_keys(idx, pairs)
+        return ids_to_mask(idx.token_ids(inside), self.vocab.words), Remainders.of_keys(idx, pairs)
 
-    def _counted_facts(self, rule_i: int, q: int) -> _StateFacts:
+    def _counted_facts(self, rule_i: int, q: int) -> StateFacts:
         # Counted facts depend on the item alone (counts and guards are applied afterwards), so
         # every JSON string body shares them, whatever its length bounds or excluded keys.
         rule = self.sm.rules[rule_i]
         key = ("counted", rule.item_digest, q, self.sm.automaton.follow[rule_i])
         return self._cached_facts(key, lambda: self._walk_counted(rule_i, q))
 
-    def _walk_counted(self, rule_i: int, q0: int) -> tuple[np.ndarray, _Remainders]:
+    def _walk_counted(self, rule_i: int, q0: int) -> tuple[np.ndarray, Remainders]:
         """Walk the item DFA alone (no stack): per token, items started; crossings at boundaries."""
         rule = self.sm.rules[rule_i]
         follow = self.sm.automaton.follow[rule_i]
@@ -585,7 +513,7 @@ class MaskBuilder:
         started = np.full(self.vocab.size, -1, dtype=np.int32)
         entries: list[tuple[bytes, int, int, int]] = []
         if q0 == 0:  # at a boundary before reading anything: every token may return at once
-            _record_crossing(idx, -1, 0, follow, 0, entries)
+            record_crossing(idx, -1, 0, follow, 0, entries)
         # states[d] = (items completed, item state) after keys[i][:d]
         states: list[tuple[int, int]] = [(0, q0)]
         top, i, hi = 0, 0, len(keys)
@@ -604,7 +532,7 @@ class MaskBuilder:
                     break
                 if accept[t]:
                     n_done, q = n_done + 1, 0
-                    _record_crossing(idx, i, d, follow, n_done, entries, only_longer=True)
+                    record_crossing(idx, i, d, follow, n_done, entries, only_longer=True)
                 else:
                     q = t
                 states.append((n_done, q))
@@ -616,85 +544,4 @@ class MaskBuilder:
             else:
                 top = d - 1
                 i = idx.subtree_end(i, d)
-        return started, _Remainders.build(entries)
-
-
-def _disk_name(key: tuple) -> tuple[str, str]:
-    """(file name, full identity) of a facts key on disk; the identity is sealed in the header,
-    so a file copied under another name is a miss."""
-    # Keyed on the code too: state numbers and what facts mean may change with it.
-    text = repr((FACTS_FORMAT, code_digest(), key[:3], sorted(key[3])))
-    ident = hashlib.sha256(text.encode()).hexdigest()
-    return ident[:32] + ".facts", ident
-
-
-def _header(ident: str) -> bytes:
-    return b"structgen-facts %d %s\n" % (FACTS_FORMAT, ident.encode())
-
-
-_FIELDS = ("inside", "key_lens", "key_bytes", "owner_counts", "owners")
-
-
-def _load(path: Path, key: tuple, ident: str, vocab: Vocabulary) -> _StateFacts | None:
-    """The facts at ``path``, or None for a miss (the caller recomputes and overwrites them):
-    absent, damaged, not sealed by this cache, or not the shape these facts have."""
-    payload = read_sealed(path, _header(ident))
-    if payload is None:
-        return None
-    try:
-        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
-            if sorted(npz.files) != sorted(_FIELDS):
-                return None
-            inside, lens, blob, counts, owners = (npz[f] for f in _FIELDS)
-    except Exception:  # noqa: BLE001 - whatever bad bytes make numpy raise, it is a miss
-        return None
-    want = (np.dtype(np.uint32), vocab.words) if key[0] == "facts" else (np.dtype(np.int32), vocab.size)
-    ints = np.dtype(np.int64)
-    if (inside.dtype != want[0] or inside.shape != (want[1],) or lens.dtype != ints
-            or counts.dtype != ints or blob.dtype != np.uint8 or owners.dtype != ints
-            or lens.ndim != 1 or blob.ndim != 1 or counts.shape != lens.shape
-            or owners.ndim != 2 or owners.shape[1] != 3 or (lens < 0).any() or (counts < 0).any()
-            or int(lens.sum()) != blob.size or int(counts.sum()) != owners.shape[0]
-            or (owners.size and not ((owners[:, 0] >= 0) & (owners[:, 0] < vocab.size)).all())):
-        return None
-    data, ends = blob.tobytes(), np.cumsum(lens).tolist()
-    keys = [data[a:b] for a, b in zip([0] + ends[:-1], ends)]
-    if any(a >= b for a, b in zip(keys, keys[1:])):  # walks bisect them: sorted and distinct
-        return None
-    inside.flags.writeable = False
-    return _StateFacts(key, inside, _Remainders(keys, owners, _starts(counts)))
-
-
-def _save(path: Path, ident: str, facts: _StateFacts) -> bool:
-    """Write the facts as plain arrays in a sealed entry; False when the cache cannot take them
-    (a read-only or unsafe cache folder costs speed, never correctness)."""
-    rems = facts.crossing
-    buf = io.BytesIO()
-    np.savez(buf, inside=facts.inside,
-             key_lens=np.array([len(k) for k in rems.keys], dtype=np.int64),
-             key_bytes=np.frombuffer(b"".join(rems.keys), dtype=np.uint8),
-             owner_counts=np.diff(rems.starts), owners=rems.owners)
-    return write_sealed(path, _header(ident), buf.getvalue())
-
-
-def _record_crossing(idx: TokenIndex, i: int, d: int, follow: frozenset[int], n: int,
-                     out: list[tuple[bytes, int, int, int]], *, only_longer: bool = False) -> None:
-    """Record the tokens below trie node ``keys[i][:d]`` (``i`` its first key) that may continue
-    past the rule's end: those whose next byte is in ``follow``, child by child.
-
-    ``i == -1`` means the root (``d == 0``). With ``only_longer`` the token that ends exactly at the
-    node is skipped (a counted rule already counts it as inside).
-    """
-    keys, ids, lo = idx.keys, idx.ids, max(i, 0)
-    hi = idx.subtree_end(i, d) if i >= 0 and d else len(keys)
-    if i >= 0 and len(keys[i]) == d:
-        if not only_longer:
-            out.extend((b"", tid, n, d) for tid in ids[i])
-        lo += 1
-    while lo < hi:  # each child of the node: its byte, then its whole subtree when that byte may follow
-        z = idx.subtree_end(lo, d + 1)
-        if keys[lo][d] in follow:
-            for j in range(lo, z):
-                rem = keys[j][d:]
-                out.extend((rem, tid, n, d) for tid in ids[j])
-        lo = z
+        return started, Remainders.build(entries)
