@@ -61,6 +61,16 @@ def _states(compiled, tokenizer, text):
     return out
 
 
+#: Gemma's walks (262k tokens) cost 2-3x SmolLM2's: the walk comparisons take every third walked
+#: state on it, a different third per variant, and all of them on SmolLM2.
+GEMMA_STRIDE = 3
+
+
+def _sample(starts, tokenizer_name, offset=0):
+    ordered = sorted(starts)
+    return ordered[offset % GEMMA_STRIDE::GEMMA_STRIDE] if tokenizer_name == "gemma_tokenizer" else ordered
+
+
 def _cases(tokenizer, keyed=True):
     query = next(p for p in pairs("defog") if "JOIN" in p.sql and "GROUP BY" in p.sql)
     return [
@@ -87,7 +97,7 @@ def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_n
                   if sm.frames[sid][0] >= 0}  # not guards: masks never walk from them
         if text is KEYED_TEXT:  # what it adds: the rules with calls (string bodies are walked above)
             starts = {s for s in starts if any(sm.rules[sm.frames[s][0]].calls)}
-        for iso in sorted(starts):
+        for iso in _sample(starts, tokenizer_name, ["sets", "frames", "frames-byte-by-byte"].index(rows_kind)):
             start = frozenset((iso,))
             reported: set[tuple[int, int, frozenset[int]]] = set()
             want = walk_keys(index.keys, start, sm.step_set, sm.next_bytes,
@@ -99,8 +109,9 @@ def test_the_compiled_walk_finds_what_the_python_walk_finds(request, tokenizer_n
             assert got == reported
             walked += 1
         tabled += sum(len(sets) for _, sets in getattr(rows, "_table_sets", {}).values())
-    assert walked > 50
-    assert tabled > 10 or rows_kind == "sets", tabled  # rows made from a rule's steps were walked
+    least = GEMMA_STRIDE if tokenizer_name == "gemma_tokenizer" else 1
+    assert walked > 50 // least, walked
+    assert tabled > 10 // least or rows_kind == "sets", tabled  # rows made from a rule's steps were walked
 
 
 def test_bytes_grouped_together_step_alike(smollm2_tokenizer):
@@ -147,7 +158,7 @@ def test_crossings_found_during_the_walk_are_those_of_its_escapes(request, token
         starts = {sm.isolated(sid) for stacks in _states(compiled, tokenizer, text) for sid in stacks
                   if sm.frames[sid][0] >= 0}
         shared = FrameRows(sm)
-        for iso in sorted(starts):
+        for iso in _sample(starts, tokenizer_name):
             follow = sm.automaton.follow[sm.frames[iso][0]]
             rows = FrameRows(sm)  # the reference walks rows of its own
             keys, escapes = walk_index(index, rows, frozenset((iso,)))
@@ -159,7 +170,8 @@ def test_crossings_found_during_the_walk_are_those_of_its_escapes(request, token
             walked += 1
             crossed += bool(want)
         summarized += len(shared.summaries)
-    assert walked > 50 and crossed > 20 and summarized > 20, (walked, crossed, summarized)
+    least = 1 if tokenizer_name == "smollm2_tokenizer" else GEMMA_STRIDE
+    assert walked > 50 // least and crossed > 20 // least and summarized > 20 // least, (walked, crossed, summarized)
 
 
 def test_walks_with_and_without_token_summaries_agree(smollm2_tokenizer, monkeypatch):
