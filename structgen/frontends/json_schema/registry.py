@@ -75,6 +75,10 @@ class Registry:
         self.negatable = frozenset(e.name for e in supported if e.negate is not None)
         self.checked_with = {e.name: e.checked_with for e in supported if e.checked_with}
         self._merges = [(e.name, e.merge) for e in supported if e.merge is not None]
+        self._merge_names = frozenset(name for name, _ in self._merges)
+        # by the merged keywords a subschema has: a term's merge asks once per part (~50k
+        # times in a large schema's translation), for a few hundred distinct keyword sets
+        self._merges_by_names: dict[frozenset[str], tuple[tuple[str, Callable[..., None]], ...]] = {}
         self.expansions = [(e.name, e.expand) for e in supported if e.expand is not None]
 
     def __getitem__(self, name: str) -> Keyword:
@@ -86,12 +90,16 @@ class Registry:
     def __iter__(self) -> Iterator[Keyword]:
         return iter(self._entries.values())
 
-    def merges_for(self, schema: dict) -> list[tuple[str, Callable[..., None]]]:
+    def merges_for(self, schema: dict) -> tuple[tuple[str, Callable[..., None]], ...]:
         """The merges a subschema's keywords call, in registry order, each function once."""
-        seen: set[int] = set()
-        out = []
-        for name, merge in self._merges:
-            if name in schema and id(merge) not in seen:
-                seen.add(id(merge))
-                out.append((name, merge))
-        return out
+        names = self._merge_names.intersection(schema)
+        got = self._merges_by_names.get(names)
+        if got is None:
+            seen: set[int] = set()
+            out = []
+            for name, merge in self._merges:
+                if name in names and id(merge) not in seen:
+                    seen.add(id(merge))
+                    out.append((name, merge))
+            got = self._merges_by_names[names] = tuple(out)
+        return got
