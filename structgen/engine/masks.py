@@ -38,7 +38,8 @@ code); ``STRUCTGEN_DISK_CACHE=0`` stops reading and writing them.
 Threads: matchers of one grammar may ask for masks from several threads at once. Every memo
 entry is a pure function of its key, so concurrent fillers store equal values; facts are
 canonical per builder (the first stored is the one every thread goes on with), because crossing
-hits are memoized by the identity of the facts' remainders.
+hits are memoized by the identity of the facts' remainders; so are a hit's rows, because their
+token-id array's identity keys its bitmask (stored twice, a freed array's id could be reused).
 
 A set's mask is the union of its stacks' masks, memoized per set; end-of-sequence ids are set
 exactly when the set holds ``ACCEPT``.
@@ -58,8 +59,8 @@ from structgen.core.depth import recursion_room
 from structgen.engine import state_facts
 from structgen.engine.disk_cache import cache_dir, disk_cache_enabled
 from structgen.engine.pda import ACCEPT, ESCAPE, GUARD, StackMachine, StackSet, frozen_ints
-from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
 from structgen.engine.state_facts import Remainders, StateFacts, record_crossing
+from structgen.engine.vocab import TokenIndex, Vocabulary, ids_to_mask, prefix_range_end
 from structgen.engine.walk_kernel import FrameRows, kernel_available, walk_crossings
 
 __all__ = ["MaskBuilder", "walk_keys"]
