@@ -38,8 +38,7 @@ code); ``STRUCTGEN_DISK_CACHE=0`` stops reading and writing them.
 Threads: matchers of one grammar may ask for masks from several threads at once. Every memo
 entry is a pure function of its key, so concurrent fillers store equal values; facts are
 canonical per builder (the first stored is the one every thread goes on with), because crossing
-hits are memoized by the identity of the facts' remainders; so are a hit's rows, because their
-token-id array's identity keys its bitmask (stored twice, a freed array's id could be reused).
+hits (their rows, their bitmask) are memoized by the identity of the facts' remainders.
 
 A set's mask is the union of its stacks' masks, memoized per set; end-of-sequence ids are set
 exactly when the set holds ``ACCEPT``.
@@ -160,10 +159,10 @@ class MaskBuilder:
         self.index: TokenIndex = vocab.index
         self._stack_masks: dict[int, np.ndarray] = {}
         self._set_masks: dict[StackSet, np.ndarray] = {}
-        self._hits: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._hits: dict[tuple[int, int], tuple[int, frozenset[int]]] = {}
         self._key_lists: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}
         self._hit_rows: dict[tuple[int, frozenset[int]], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._hit_masks: dict[int, np.ndarray] = {}  # by id of a _hit_rows token id array
+        self._hit_masks: dict[tuple[int, frozenset[int]], np.ndarray] = {}
         self._reads_memo: dict[tuple[int, int], frozenset[int]] = {}
         self._iso_reads: dict[tuple[int, int], tuple[frozenset[int], tuple[bytes, ...], list[tuple[int, ...]]]] = {}
         self._facts: dict[tuple, StateFacts] = {}  # what this grammar uses (the shared cache may forget)
@@ -289,14 +288,21 @@ class MaskBuilder:
 
     def _crossing_mask(self, rems: Remainders, parent: int) -> "np.ndarray | None":
         """A plain rule's crossing tokens as a bitmask (None: none), once per distinct hit."""
-        tids = self._crossing_hits(rems, parent)[0]
-        got = self._hit_masks.get(id(tids))  # tids is the one array _hit_rows keeps for its key
-        if got is None and tids.size:
-            got = self._hit_masks.setdefault(id(tids), ids_to_mask(tids, self.vocab.words))
+        hit = self._hit(rems, parent)
+        got = self._hit_masks.get(hit)
+        if got is None:
+            tids = self._hit_rows_of(rems, hit)[0]
+            if tids.size:
+                got = self._hit_masks[hit] = ids_to_mask(tids, self.vocab.words)
         return got
 
     def _crossing_hits(self, rems: Remainders, parent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(token ids, item counts, offsets) of the crossing tokens the stack below accepts."""
+        return self._hit_rows_of(rems, self._hit(rems, parent))
+
+    def _hit(self, rems: Remainders, parent: int) -> tuple[int, frozenset[int]]:
+        """``(id(rems), the indices of the remainders the stack below reads)``: many parents read
+        the same remainders alike (nested blocks), so their rows and masks are made once per hit."""
         key = (id(rems), parent)  # rems stays alive: the builder's facts memo holds it
         got = self._hits.get(key)
         if got is None:
@@ -304,13 +310,15 @@ class MaskBuilder:
             if rems.keys:
                 with recursion_room():  # a rest may cross as many frames as the stack is deep
                     hits = self._reads(self._key_list(rems.keys), parent)
-            # many parents read the same remainders alike (nested blocks): their rows once
-            rows_key = (id(rems), hits)
-            got = self._hit_rows.get(rows_key)
-            if got is None:  # setdefault, never a plain store: a replaced array's id could be reused
-                arr = rems.rows(sorted(hits))
-                got = self._hit_rows.setdefault(rows_key, (arr[:, 0], arr[:, 1], arr[:, 2]))
-            got = self._hits.setdefault(key, got)
+            got = self._hits[key] = (id(rems), hits)
+        return got
+
+    def _hit_rows_of(self, rems: Remainders,
+                     hit: tuple[int, frozenset[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        got = self._hit_rows.get(hit)
+        if got is None:
+            arr = rems.rows(sorted(hit[1]))
+            got = self._hit_rows[hit] = (arr[:, 0], arr[:, 1], arr[:, 2])
         return got
 
     # ---------------------------------------------------------------- remainders, frame by frame
