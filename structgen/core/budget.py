@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 from structgen.errors import BudgetExceededError
 
-__all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "affordable", "compile_budget", "charge", "room",
-           "describe_with", "place", "name_of", "once_per_compile"]
+__all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "affordable", "compile_budget", "charge", "charge_text",
+           "room", "describe_with", "place", "name_of", "once_per_compile"]
 
 #: Work units one schema may take: a few seconds of work on this 2-core machine. Measured on
 #: MaskBench (SmolLM2, flexible whitespace): the largest real schemas take a few hundred
@@ -128,14 +128,31 @@ def once_per_compile(key: Hashable, make: Callable[[], T]) -> T:
     return got
 
 
-def charge(units: int, where: str | None = None) -> None:
+def charge(units: int, where: str | None = None, *, stage: str | None = None) -> None:
     """Spend ``units`` on ``where`` (default: the innermost :func:`place`); raise
-    :class:`BudgetExceededError` when the budget is exceeded."""
+    :class:`BudgetExceededError` when the budget is exceeded. ``stage`` says what the units
+    paid for when it is not building automaton states (e.g. reading a pattern's text)."""
     budget = _CURRENT.get()
     if budget is None:
         return
     budget.spent += units
-    _refuse_past(budget, budget.spent, where)
+    _refuse_past(budget, budget.spent, where, stage)
+
+
+def charge_text(text: str, what: str, where: str | None = None) -> None:
+    """Spend a unit per character of ``text`` before a frontend reads it (``what`` names it:
+    "a pattern", "grammar text"): reading and lowering are linear in the text, and so an input
+    too large to compile is refused before any of that work, in the same units as the
+    automata it would become (a literal character is at least one state).
+
+    >>> with compile_budget(1_000):
+    ...     try:
+    ...         charge_text("a" * 5_000, "a regular expression")
+    ...     except BudgetExceededError as err:
+    ...         print(str(err).split("; ")[0])
+    compile budget exceeded: 5000 work units of 1000, while compiling the grammar (reading a regular expression of 5,000 characters, a unit each)
+    """
+    charge(len(text), where, stage=f"reading {what} of {len(text):,} characters, a unit each")
 
 
 def affordable(units: int, where: str | None = None) -> None:
@@ -154,10 +171,11 @@ def room() -> int | None:
     return None if budget is None else budget.limit - budget.spent
 
 
-def _refuse_past(budget: _Budget, spent: int, where: str | None) -> None:
+def _refuse_past(budget: _Budget, spent: int, where: str | None, stage: str | None = None) -> None:
     if spent > budget.limit:
         if where is None:
             where = budget.places[-1] if budget.places else "the grammar"
+        doing = f" ({stage})" if stage else ""
         raise BudgetExceededError(f"compile budget exceeded: {spent} work units of {budget.limit}, "
-                                  f"while compiling {budget.describe(where)}; simplify the schema there, "
+                                  f"while compiling {budget.describe(where)}{doing}; simplify the schema there, "
                                   "or raise the budget (Compiler(..., budget=...))")

@@ -29,30 +29,117 @@ num ::= [0-9]
 
 from __future__ import annotations
 
+from typing import Callable
+
 from structgen.errors import CompileError
 from structgen.core.ir import Alt, ByteClass, Counted, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, Unordered, alt, nodes, seq
 
-__all__ = ["remove_left_recursion", "rules_where"]
+__all__ = ["remove_left_recursion", "rules_where", "productive_rules"]
 
 _EPS = Lit(b"")
 
 
-def rules_where(rules: dict[str, Expr], test) -> set[str]:
-    """The least set of rule names closed under ``test(body, names so far)`` (a fixpoint):
-    nullable rules, rules that derive some text."""
+#: how a rule-set property of an expression depends on its parts (:func:`rules_where`):
+#: ``("all", parts)`` holds when every part does (no parts: it holds), ``("any", parts)`` when
+#: one does (no parts: it never holds); a :class:`Ref` holds when its rule does
+Parts = Callable[[Expr], "tuple[str, tuple[Expr, ...]]"]
+
+
+def rules_where(rules: dict[str, Expr], parts: Parts) -> set[str]:
+    """The least set of rule names whose bodies hold under ``parts`` (a fixpoint): nullable
+    rules, rules that derive some text.
+
+    Linear in the rules' IR: each node counts the parts it still waits for, and a part that
+    comes to hold tells only the nodes above it (a rule's callers through its name), so a chain
+    of 2,000 rules each calling the next is 2,000 steps, not 2,000 passes over every rule.
+
+    >>> sorted(rules_where({"a": Ref("b"), "b": Seq((Lit(b"x"), Ref("c"))), "c": Lit(b"y"), "d": Ref("d")},
+    ...                    _productive_parts))
+    ['a', 'b', 'c']
+    """
+    waiting: dict[int, int] = {}  # id(node) -> parts it still waits for
+    above: dict[int, list[Expr]] = {}  # id(node) -> the nodes it is a part of (once per occurrence)
+    callers: dict[str, list[Expr]] = {}  # rule name -> its Ref nodes
+    bodies: dict[int, list[str]] = {}  # id(body) -> the rules it is the body of
+    holding: list[Expr] = []
+    seen: set[int] = set()
+    for name, body in rules.items():
+        bodies.setdefault(id(body), []).append(name)
+        todo = [body]
+        while todo:
+            node = todo.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if type(node) is Ref:
+                waiting[id(node)] = 1
+                callers.setdefault(node.name, []).append(node)
+                continue
+            mode, inner = parts(node)
+            waiting[id(node)] = len(inner) if mode == "all" else 1
+            if mode == "all" and not inner:
+                holding.append(node)
+            for part in inner:
+                above.setdefault(id(part), []).append(node)
+                todo.append(part)
     found: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, body in rules.items():
-            if name not in found and test(body, found):
+    while holding:
+        node = holding.pop()
+        lifted = list(above.get(id(node), ()))
+        for name in bodies.get(id(node), ()):
+            if name not in found:
                 found.add(name)
-                changed = True
+                lifted += callers.get(name, ())
+        for parent in lifted:
+            left = waiting[id(parent)]
+            if left > 0:
+                waiting[id(parent)] = left - 1
+                if left == 1:
+                    holding.append(parent)
     return found
 
 
 def _nullable_rules(rules: dict[str, Expr]) -> set[str]:
-    return rules_where(rules, _nullable)
+    return rules_where(rules, _nullable_parts)
+
+
+_HOLDS: "tuple[str, tuple[Expr, ...]]" = ("all", ())
+_NEVER: "tuple[str, tuple[Expr, ...]]" = ("any", ())
+
+
+def _nullable_parts(e: Expr) -> "tuple[str, tuple[Expr, ...]]":
+    """:data:`Parts` of matching the empty text (:func:`_nullable` for one expression)."""
+    if isinstance(e, Lit):
+        return _NEVER if e.data else _HOLDS
+    if isinstance(e, ByteClass):
+        return _NEVER
+    if isinstance(e, Fsm):
+        return _HOLDS if 0 in e.accept else _NEVER
+    if isinstance(e, Seq):
+        return "all", e.items
+    if isinstance(e, Alt):
+        return "any", e.items
+    if isinstance(e, (Repeat, Counted)):
+        return _HOLDS if e.min == 0 else ("all", (e.item,))
+    if isinstance(e, Unordered):
+        return "any", e.items
+    raise TypeError(e)
+
+
+def _productive_parts(e: Expr) -> "tuple[str, tuple[Expr, ...]]":
+    """:data:`Parts` of deriving some text: every part of a sequence, one of an alternative."""
+    if isinstance(e, Seq):
+        return "all", e.items
+    if isinstance(e, Alt):
+        return "any", e.items
+    if isinstance(e, Repeat):
+        return _HOLDS if e.min == 0 else ("all", (e.item,))
+    return _HOLDS
+
+
+def productive_rules(rules: dict[str, Expr]) -> set[str]:
+    """The rules that derive some text (the rest can never finish)."""
+    return rules_where(rules, _productive_parts)
 
 
 def _nullable(e: Expr, null: "set[str]") -> bool:

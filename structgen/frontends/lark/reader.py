@@ -49,9 +49,10 @@ from importlib.resources import files
 from pathlib import Path
 
 from structgen.core.automaton import MAX_DFA_STATES
+from structgen.core.budget import charge_text
 from structgen.core.dfa import DEFAULT_STATE_LIMIT
 from structgen.core.ir import Alt, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, seq
-from structgen.core.cfg import remove_left_recursion, rules_where
+from structgen.core.cfg import productive_rules, remove_left_recursion
 from structgen.frontends.lark.lexer import IGNORE_RULE, apply_lexer
 from structgen.frontends.regex.ecma import raw_set_ir
 from structgen.core.regular import difference, matcher, matches, shortest_matches
@@ -385,6 +386,7 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
         With ``line``/``column`` attributes and a message that quotes the line, puts a caret under
         the problem and says how to fix it.
     """
+    charge_text(text, "grammar text")
     defs, ignores = _load(text, name, base)
     src = Source(text, name)
     if start not in defs:
@@ -447,7 +449,7 @@ def _terminal_languages(low: "_Lowering", defs: dict[str, Def]) -> dict[str, Exp
 
 def _check_productive(grammar: Grammar, defs: dict[str, Def], start: str) -> None:
     """Raise for rules that can never finish (their language is empty), the start first."""
-    done = rules_where(dict(grammar.rules), _productive)
+    done = productive_rules(dict(grammar.rules))
     dead = [n for n in defs if n not in done]
     if not dead:
         return
@@ -457,15 +459,3 @@ def _check_productive(grammar: Grammar, defs: dict[str, Def], start: str) -> Non
     raise d.src.error(f"{what}: every alternative of '{first}' needs "
                       f"{'itself' if len(dead) == 1 else 'one of ' + ', '.join(repr(x) for x in dead)} again",
                       d.pos, "Add an alternative that ends the recursion (a base case).", width=len(first))
-
-
-def _productive(e: Expr, done: set[str]) -> bool:
-    if isinstance(e, Ref):
-        return e.name in done
-    if isinstance(e, Seq):
-        return all(_productive(x, done) for x in e.items)
-    if isinstance(e, Alt):
-        return any(_productive(x, done) for x in e.items)
-    if isinstance(e, Repeat):
-        return e.min == 0 or _productive(e.item, done)
-    return True
