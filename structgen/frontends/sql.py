@@ -10,7 +10,9 @@ once the text is complete: each made-up name used must be declared somewhere in 
 
 The database is only ever read: a path is opened with ``mode=ro``; a ``sqlite3.Connection``
 gets an authorizer that allows reads only and a progress-handler time limit while structgen
-uses it (see :class:`ReadOnly`).
+uses it (see :class:`ReadOnly`). A query's resources are bounded there too: no string or blob
+longer than :data:`MAX_VALUE_BYTES`, no LIKE/GLOB pattern longer than
+:data:`MAX_LIKE_PATTERN_BYTES`, and the functions in :data:`REFUSED_FUNCTIONS` refused.
 
 Example
 -------
@@ -41,13 +43,15 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
+from structgen import errors
 from structgen.core.budget import compile_budget
-from structgen.errors import SqlError
+from structgen.errors import CompileError, SqlError
 
 Whitespace = Literal["any", "spaces"]
 
 __all__ = ["SqlSchema", "CompiledSql", "ReadOnly", "SqlError", "read_schema",
-           "sql_grammar_text", "SQL_GRAMMAR", "compile_schema", "lex_sql", "Lexeme", "fold_name"]
+           "sql_grammar_text", "SQL_GRAMMAR", "compile_schema", "lex_sql", "Lexeme", "fold_name",
+           "MAX_VALUE_BYTES", "MAX_LIKE_PATTERN_BYTES", "REFUSED_FUNCTIONS"]
 
 #: Work units of compile budget each table or column name adds (measured: the strict grammar of
 #: Spider's atis, 124 names, takes 670k units; 33 databases take 2,300-3,300 units a name beyond
@@ -81,6 +85,38 @@ _STRICT_RULES = (
 #: What whitespace="spaces" rewrites: whitespace is spaces only (``%ignore`` still allows a run).
 _SPACES_ONLY = (("WS: /[ \\t\\r\\n]+/\n", 'WS: " "\n'),)
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
+#: What compiling a database's grammar raises when the schema is too large for a limit: a rule's
+#: automaton states, the compile budget, or the grammar text's size (InputTooLargeError, where
+#: structgen.errors has it); compile_schema turns each into a SqlError naming the schema's size.
+_TOO_LARGE: tuple[type[Exception], ...] = (CompileError,) + tuple(
+    getattr(errors, name) for name in ("InputTooLargeError",) if hasattr(errors, name))
+
+#: The longest string or blob, in bytes, a statement may make or read while structgen holds the
+#: connection (``SQLITE_LIMIT_LENGTH``; SQLite's own default is 1,000,000,000): a function that
+#: would build a longer value (``replace``, ``group_concat``, ``||``, a stored value that large)
+#: fails at once with SQLite's "string or blob too big", which structgen reports as a SqlError.
+#: Python 3.10 has no ``Connection.setlimit``: there the limit is not set.
+MAX_VALUE_BYTES = 1_000_000
+#: The longest LIKE or GLOB pattern, in bytes (``SQLITE_LIMIT_LIKE_PATTERN_LENGTH``, SQLite's
+#: default 50,000): matching costs the value's length times the pattern's inside one step of
+#: SQLite's machine, where the time limit cannot stop it (a 20,000-byte GLOB pattern over a
+#: 1 MB value takes 27 s here).
+MAX_LIKE_PATTERN_BYTES = 1_000
+#: Functions a statement may not call while structgen holds the connection, and why; refused at
+#: prepare time by the authorizer (so ``EXPLAIN`` refuses them too). The grammar still writes
+#: them (it reads any SQLite query); no Spider or defog gold query uses one.
+REFUSED_FUNCTIONS = {
+    "randomblob": "its result is as long as its argument asks (randomblob(900000000) is 900 MB)",
+    "zeroblob": "its result is as long as its argument asks (zeroblob(900000000) is 900 MB)",
+    "printf": "a width or precision as large as its argument asks runs for seconds inside one step "
+              "of SQLite's machine, where the time limit cannot stop it",
+    "format": "a width or precision as large as its argument asks runs for seconds inside one step "
+              "of SQLite's machine, where the time limit cannot stop it",
+    "json_group_array": "its value grows with every row, past the length limit, until the query ends",
+    "json_group_object": "its value grows with every row, past the length limit, until the query ends",
+    "load_extension": "it loads native code into the process",
+    "fts3_tokenizer": "it reads or registers a native tokenizer by pointer",
+}
 
 
 
@@ -95,6 +131,12 @@ class ReadOnly:
     after ``time_limit`` seconds; on exit both are removed. (``sqlite3`` cannot report a handler
     set before, so one of the caller's own is not put back: set it again after the call.)
 
+    Resources are bounded as well: values at most :data:`MAX_VALUE_BYTES` long, LIKE/GLOB
+    patterns at most :data:`MAX_LIKE_PATTERN_BYTES` (the connection's own limits, if lower,
+    stay; the old ones are put back on exit) and the functions of :data:`REFUSED_FUNCTIONS`
+    denied. These failures reach the caller as ``sqlite3`` errors; :meth:`refusal` says, for
+    one of them, what was refused and why.
+
     Example
     -------
     >>> import sqlite3
@@ -103,6 +145,13 @@ class ReadOnly:
     ...     ro.execute("CREATE TABLE t (x)")
     Traceback (most recent call last):
     sqlite3.DatabaseError: not authorized
+    >>> guard = ReadOnly(con)
+    >>> with guard as ro:
+    ...     try:
+    ...         ro.execute("SELECT randomblob(900000000)")
+    ...     except sqlite3.DatabaseError as err:
+    ...         print(guard.refusal(err)[:43])
+    randomblob() is refused while structgen rea
     """
 
     _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
@@ -115,6 +164,8 @@ class ReadOnly:
         self.time_limit = time_limit
         self._con: sqlite3.Connection | None = None
         self._deadline = 0.0
+        self._limits: list[tuple[int, int]] = []  # (limit, the connection's value before)
+        self._refused: str | None = None  # the last function the authorizer denied
 
     def __enter__(self) -> sqlite3.Connection:
         if isinstance(self.database, sqlite3.Connection):
@@ -132,9 +183,20 @@ class ReadOnly:
             if not path.is_file():
                 raise SqlError(f"no SQLite database at {str(path)!r}")
             con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        self._refused = None
+        self._limits = []
+        if hasattr(con, "setlimit"):  # Python 3.11+
+            for limit, value in ((sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES),
+                                 (sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, MAX_LIKE_PATTERN_BYTES)):
+                before = con.getlimit(limit)
+                con.setlimit(limit, min(before, value))
+                self._limits.append((limit, before))
         con.set_authorizer(self._authorize)
         self._deadline = time.monotonic() + self.time_limit
-        con.set_progress_handler(self._progress, 10_000)
+        # Checked every 1,000 steps of SQLite's machine (~10 us): a step that calls a costly
+        # function (instr over a long value) cannot be stopped, so the fewer between checks,
+        # the less a statement can run past its time.
+        con.set_progress_handler(self._progress, 1_000)
         self._con = con
         return con
 
@@ -144,10 +206,43 @@ class ReadOnly:
             return
         con.set_authorizer(None)
         con.set_progress_handler(None, 0)
+        for limit, before in self._limits:
+            con.setlimit(limit, before)
+        self._limits = []
         if con is not self.database:
             con.close()
 
+    def refusal(self, error: BaseException) -> str | None:
+        """What ``error`` (raised by a statement run inside this context) says was refused for
+        its resources, and how to go on; None for any other error.
+
+        A function of :data:`REFUSED_FUNCTIONS` names it; a value over :data:`MAX_VALUE_BYTES`
+        or a pattern over :data:`MAX_LIKE_PATTERN_BYTES` names the limit. (The time limit is
+        SQLite's ``interrupted``, left to the caller, which knows ``time_limit``.)
+        """
+        if not isinstance(error, sqlite3.Error):
+            return None
+        message = str(error)
+        named = re.search(r"function: (\w+)", message)  # SQLite 3.40 names it, older ones do not
+        name = named.group(1).lower() if named else self._refused
+        if message.startswith("not authorized") and name in REFUSED_FUNCTIONS:
+            return (f"{name}() is refused while structgen reads a database: {REFUSED_FUNCTIONS[name]} "
+                    f"(structgen.frontends.sql.REFUSED_FUNCTIONS); write the query without {name}()")
+        if getattr(error, "sqlite_errorname", "") == "SQLITE_TOOBIG" or message == "string or blob too big":
+            return (f"a string or blob the query makes or reads would be longer than {MAX_VALUE_BYTES:,} "
+                    "bytes, the longest structgen lets SQLite make or read "
+                    "(structgen.frontends.sql.MAX_VALUE_BYTES); build shorter values (fewer rows into "
+                    "one group_concat, less repetition), and leave out a column that stores longer ones")
+        if message == "LIKE or GLOB pattern too complex":
+            return (f"a LIKE or GLOB pattern is longer than {MAX_LIKE_PATTERN_BYTES:,} bytes, the longest "
+                    "structgen lets SQLite match (structgen.frontends.sql.MAX_LIKE_PATTERN_BYTES); "
+                    "use a shorter pattern")
+        return None
+
     def _authorize(self, action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
+        if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in REFUSED_FUNCTIONS:
+            self._refused = str(arg2).lower()
+            return sqlite3.SQLITE_DENY
         if action in self._ALLOWED:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA and str(arg1).lower() in self._PRAGMAS:
@@ -329,10 +424,20 @@ def compile_schema(schema: SqlSchema, compiler: Any, *, strict: bool = False, wh
     plus :data:`SQL_GRAMMAR_UNITS` plus :data:`BUDGET_PER_NAME` work units per table and column
     name (an outer budget is the one that counts, see :func:`~structgen.core.budget.compile_budget`)."""
     text = sql_grammar_text(schema, grammar, strict=strict, whitespace=whitespace)
-    names = len(schema.tables) + len({fold_name(c) for cols in schema.tables.values() for c in cols})
+    columns = len({fold_name(c) for cols in schema.tables.values() for c in cols})
+    names = len(schema.tables) + columns
     limit = None if compiler.budget is None else compiler.budget + SQL_GRAMMAR_UNITS + BUDGET_PER_NAME * names
-    with compile_budget(limit):
-        return CompiledSql(compiler.grammar_file(text, start="start"), schema, text)
+    try:
+        with compile_budget(limit):
+            return CompiledSql(compiler.grammar_file(text, start="start"), schema, text)
+    except _TOO_LARGE as err:
+        total = sum(len(cols) for cols in schema.tables.values())
+        raise SqlError(
+            f"the SQL grammar for a database of {len(schema.tables):,} tables and {total:,} columns "
+            f"({columns:,} distinct column names) cannot be compiled: every table and column name "
+            f"is in the grammar, and compiling them hit a limit ({err}). compile_sql reads every "
+            "table of the database, so compile for a smaller schema: a database holding only the "
+            "tables the queries need (e.g. a copy made from their CREATE TABLE statements)") from err
 
 
 # ---------------------------------------------------------------------- the name check

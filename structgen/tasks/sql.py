@@ -7,7 +7,10 @@ belongs to a table named later in ``FROM``, that an alias is declared — is che
 query is complete: first :meth:`~structgen.CompiledSql.undeclared_names`, then a read-only
 ``EXPLAIN`` (and, with ``execute=True``, the query itself). On an error that names an
 identifier, decoding backtracks to it and bans the token chosen there; otherwise it samples
-again. Each failed attempt is kept in :attr:`SqlResult.attempts`.
+again. Each failed attempt is kept in :attr:`SqlResult.attempts`. A query refused for its
+resources (a function of :data:`~structgen.frontends.sql.REFUSED_FUNCTIONS`, a value over
+:data:`~structgen.frontends.sql.MAX_VALUE_BYTES`, rows over :data:`MAX_RESULT_BYTES`) is not
+retried: it raises :class:`~structgen.SqlError` at once.
 
 Example
 -------
@@ -27,14 +30,19 @@ from typing import Any
 
 from structgen.decoding.config import DecodeConfig
 from structgen.decoding.stats import GenerationStats
-from structgen.errors import IncompleteGenerationError, OptionError, SqlGenerationError
+from structgen.errors import IncompleteGenerationError, OptionError, SqlError, SqlGenerationError
 from structgen.frontends.sql import CompiledSql, ReadOnly, compile_schema, fold_name, lex_sql, read_schema
 from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import Result
 
 __all__ = ["SqlAttempt", "SqlResult", "SqlGenerationError", "backtrack", "generate_sql_with", "locate",
-           "resume_point", "sql_job", "sql_prompt"]
+           "resume_point", "sql_job", "sql_prompt", "MAX_RESULT_BYTES"]
+
+#: The most text and blob bytes (characters of text) the rows ``execute=True`` returns may hold
+#: in all; a query whose rows hold more raises SqlError (each value is at most
+#: :data:`~structgen.frontends.sql.MAX_VALUE_BYTES`, but ``max_rows`` of them could be a GB).
+MAX_RESULT_BYTES = 16_000_000
 
 
 @dataclass
@@ -185,24 +193,47 @@ def _table_to_blame(compiled: CompiledSql, sql: str, error: str, offset: int | N
 
 def _check(compiled: CompiledSql, database: Any, sql: str, execute: bool, max_rows: int,
            time_limit: float) -> tuple[str | None, int | None, list[tuple] | None, list[str] | None]:
-    """(error, offset of the identifier it names, rows, columns) for a complete query."""
+    """(error, offset of the identifier it names, rows, columns) for a complete query; raises
+    SqlError for a query refused for its resources (see :meth:`ReadOnly.refusal`,
+    :data:`MAX_RESULT_BYTES`), which another attempt is not given."""
     undeclared = compiled.undeclared_names(sql)
     if undeclared:
         name, offset = undeclared[0]
         return f"no such table or column: {name}", offset, None, None
-    with ReadOnly(database, time_limit=time_limit) as con:
+    guard = ReadOnly(database, time_limit=time_limit)
+    with guard as con:
         try:
             con.execute("EXPLAIN " + sql).fetchall()
             if not execute:
                 return None, None, None, None
             cursor = con.execute(sql)
-            rows = cursor.fetchmany(max_rows)
+            rows = _fetch(cursor, sql, max_rows)
             return None, None, rows, [d[0] for d in cursor.description or ()]
         except sqlite3.Error as err:
+            refused = guard.refusal(err)
+            if refused is not None:
+                raise SqlError(f"the query {sql!r:.300} was refused: {refused}") from err
             message = str(err)
             if message == "interrupted":
                 message = f"the query ran over time_limit={time_limit} s"
             return message, locate(sql, message), None, None
+
+
+def _fetch(cursor: sqlite3.Cursor, sql: str, max_rows: int) -> list[tuple]:
+    """At most ``max_rows`` rows of ``cursor``, holding at most :data:`MAX_RESULT_BYTES`."""
+    rows: list[tuple] = []
+    size = 0
+    while len(rows) < max_rows:
+        row = cursor.fetchone()
+        if row is None:
+            break
+        size += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
+        if size > MAX_RESULT_BYTES:
+            raise SqlError(f"the rows of the query {sql!r:.300} hold more than {MAX_RESULT_BYTES:,} bytes "
+                           f"(structgen.tasks.sql.MAX_RESULT_BYTES) within the first {len(rows) + 1:,} rows; "
+                           "ask for fewer rows (max_rows) or shorter values")
+        rows.append(row)
+    return rows
 
 
 def locate(sql: str, message: str) -> int | None:
