@@ -23,7 +23,7 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import (BudgetExceededError, CompileError, DecodingError, GrammarError,
-                              IncompleteGenerationError, BudgetTooSmallError, MessagesError, ContextLengthError, ModelNotInstalledError, OptionError, ParseError,
+                              IncompleteGenerationError, BudgetTooSmallError, InputTooLargeError, MessagesError, ContextLengthError, ModelNotInstalledError, OptionError, ParseError,
                               RegexSyntaxError, SchemaError, SqlError, SqlGenerationError, StructgenError,
                               TokenizerError, ToolSpecError, UnsupportedFeatureError)
 from structgen.frontends.sql import CompiledSql
@@ -59,6 +59,7 @@ __all__ = [
     "Grammar",
     "GrammarError",
     "IncompleteGenerationError",
+    "InputTooLargeError",
     "BudgetTooSmallError",
     "LogitsProcessor",
     "JsonResult",

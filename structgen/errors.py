@@ -23,6 +23,7 @@ __all__ = [
     "SqlError",
     "MessagesError",
     "ContextLengthError",
+    "InputTooLargeError",
     "DecodingError",
     "IncompleteGenerationError",
     "BudgetTooSmallError",
@@ -169,6 +170,12 @@ class SqlError(StructgenError, ValueError):
 
 class MessagesError(StructgenError, ValueError):
     """The chat messages are malformed; the message says which one (by index) and why."""
+
+
+class InputTooLargeError(StructgenError, ValueError):
+    """An input is over a size limit of :mod:`structgen.core.limits` (the same limit at every
+    door: text, a dict, a file, stdin or a serving request); the message names the input, its
+    size and the limit."""
 
 
 class ContextLengthError(StructgenError, ValueError):

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from structgen.errors import OptionError, SchemaError
+from structgen.errors import InputTooLargeError, OptionError, SchemaError
 from structgen.integrations.constraints import BYTES, compile_constraint, read_constraint
 from structgen.integrations.rows import BatchRows
 
@@ -143,12 +143,15 @@ def test_constraints_are_read_strictly():
                          ({"regex": "a", "grammar": "start: \"a\""}, "exactly one"),
                          ({"regex": "a", "start": "s"}, "unknown key"), ({"sql": 5}, "must be a string"),
                          ({"response_format": {"type": "text"}}, "response_format must be"),
-                         ("x" * 4_000_001, "at most"), ("[" * 100_000, "nests too deeply"),
+                         ("[" * 100_000, "nests too deeply"),
                          ({"json_schema": "[" * 100_000}, "nests too deeply"),
                          ({"json_schema": {}, "response_format": {"type": "json_object"}}, "both"),
                          ({"json_schema": _self_containing()}, "cannot be written as JSON")]:
         with pytest.raises(OptionError, match=message):
             read_constraint(bad)
+    for big in ("x" * 4_000_001, {"json_schema": {"const": "a" * 4_000_000}}):  # text or dict: one limit
+        with pytest.raises(InputTooLargeError, match="at most 4,000,000"):
+            read_constraint(big)
 
 
 def test_compiled_as_generation_compiles_and_cached():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import types
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from structgen.decoding.config import DecodeConfig
@@ -433,6 +434,10 @@ class Generator:
         an iterator of their text, then the result (:mod:`structgen.api.streaming`)."""
         if not isinstance(stream, bool):
             raise OptionError(f"stream is True or False, not {stream!r}")
+        for name, value in arguments.items():  # read once or in no order: no batch's rows, nor one value
+            if isinstance(value, (Iterator, set, frozenset)):
+                raise OptionError(f"{name} is a {type(value).__name__}: give a list for a batch (one row each), "
+                                  f"e.g. {name}=list(...)")
         arguments = {name: _Single(value) if name == "prompt" and _is_conversation(value) else value
                      for name, value in arguments.items()}
         lists = {name: list(value) for name, value in arguments.items()

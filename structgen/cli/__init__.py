@@ -47,7 +47,7 @@ import sys
 import click
 
 from structgen.cli.commands import cli
-from structgen.cli.output import EXIT_INTERRUPTED, CliError
+from structgen.cli.output import EXIT_INTERRUPTED, CliError, StdoutClosed
 from structgen.cli.progress import log_to_stderr
 
 __all__ = ["cli", "main"]
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     except (click.Abort, KeyboardInterrupt):
         click.echo("structgen: interrupted", err=True)
         code = EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except (BrokenPipeError, StdoutClosed):
         # stdout's reader left: no traceback, and no second error when Python flushes at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = EXIT_BROKEN_PIPE

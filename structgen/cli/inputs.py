@@ -31,8 +31,10 @@ from typing import Any
 import click
 
 from structgen.cli.output import EXIT_INPUT, CliError
+from structgen.core.limits import MAX_INPUT_CHARS, MAX_PROMPT_BYTES, check_input_size
 from structgen.engine.compiler import Compiler
 from structgen.engine.vocab import Vocabulary
+from structgen.errors import InputTooLargeError
 from structgen.frontends.sql import read_schema
 from structgen.frontends.tool_calls import read_tool_choice, read_tools
 
@@ -43,16 +45,34 @@ __all__ = ["STDIN", "read_text", "read_json_file", "read_prompt", "read_messages
 STDIN = "-"
 
 
-def read_text(path: str, what: str) -> str:
-    """The text of file ``path`` (``-``: all of stdin), as UTF-8; ``what`` names it in errors."""
-    if path == STDIN:
-        return sys.stdin.read()
+def read_text(path: str, what: str, *, limit: int = 4 * MAX_INPUT_CHARS) -> str:
+    """The text of file ``path`` (``-``: all of stdin), as UTF-8; ``what`` names it in errors.
+    At most ``limit`` bytes are read: past that the input is refused (the limits of
+    :mod:`structgen.core.limits`, the same at every door; a character is up to 4 bytes)."""
+    name = "<stdin>" if path == STDIN else repr(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        if path == STDIN:
+            stream = getattr(sys.stdin, "buffer", None)
+            data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1).encode("utf-8")
+        else:
+            with open(path, "rb") as f:
+                data = f.read(limit + 1)
     except OSError as err:
-        raise CliError(f"cannot read {what} {path!r}: {err.strerror or err}", EXIT_INPUT) from err
+        raise CliError(f"cannot read {what} {name}: {err.strerror or err}", EXIT_INPUT) from err
+    except UnicodeError as err:  # a text-mode stdin that met bytes that are not UTF-8
+        raise CliError(f"{what} {name} is not UTF-8 text: {err}", EXIT_INPUT) from err
+    if len(data) > limit:
+        raise CliError(f"{what} {name} is over {limit:,} bytes, the most structgen reads", EXIT_INPUT)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise CliError(f"{what} {path!r} is not UTF-8 text: byte {err.start} {err.reason}", EXIT_INPUT) from err
+        raise CliError(f"{what} {name} is not UTF-8 text: byte {err.start} {err.reason}", EXIT_INPUT) from err
+    if what != "prompt":
+        try:
+            check_input_size(text, f"{what} {name}")
+        except InputTooLargeError as err:
+            raise CliError(str(err), EXIT_INPUT) from err
+    return text
 
 
 def read_json_file(path: str, what: str) -> Any:
@@ -77,7 +97,7 @@ def read_prompt(prompt: str | None, *, stdin_taken: bool = False) -> str:
         raise click.UsageError("PROMPT is needed when a file is read from stdin ('-')")
     if sys.stdin is None or sys.stdin.isatty():
         raise click.UsageError("no PROMPT: give it as an argument, or pipe it on stdin")
-    text = sys.stdin.read().strip()
+    text = read_text(STDIN, "prompt", limit=MAX_PROMPT_BYTES).strip()
     if not text:
         raise click.UsageError("no PROMPT: stdin was empty")
     return text

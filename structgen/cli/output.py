@@ -37,7 +37,7 @@ import click
 from structgen.errors import (CompileError, ContextLengthError, DecodingError, GrammarError, MessagesError,
                               ModelNotInstalledError, OptionError, SchemaError, SqlError, StructgenError)
 
-__all__ = ["EXIT_OK", "EXIT_INTERNAL", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INCOMPLETE", "EXIT_MODEL",
+__all__ = ["StdoutClosed", "EXIT_OK", "EXIT_INTERNAL", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INCOMPLETE", "EXIT_MODEL",
            "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError", "as_cli_error", "result_record", "error_record",
            "write_json_line", "write_text", "rows_text"]
 
@@ -167,17 +167,24 @@ def error_record(error: CliError) -> dict[str, Any]:
             **error.record}
 
 
+class StdoutClosed(Exception):
+    """stdout's reader went away (``structgen ... | head``). Not an ``OSError``: click's own
+    handler turns a broken pipe into exit code 1 before :func:`structgen.cli.main` could say
+    141, and this passes through it."""
+
+
 def write_json_line(record: Any, file: IO[str] | None = None) -> None:
     """One JSON document on one line, flushed (a reader of a stream sees it at once)."""
-    out = file or sys.stdout
-    out.write(json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n")
-    out.flush()
+    write_text(json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n", file)
 
 
 def write_text(text: str, file: IO[str] | None = None) -> None:
     out = file or sys.stdout
-    out.write(text)
-    out.flush()
+    try:
+        out.write(text)
+        out.flush()
+    except BrokenPipeError as err:
+        raise StdoutClosed("stdout was closed") from err
 
 
 def _jsonable(value: Any) -> Any:

@@ -17,7 +17,7 @@ Example
 ...         charge(8, "b")
 ...     except CompileError as err:
 ...         print(err)
-compile budget exceeded: 16 work units of 10, while compiling /properties/b; simplify the schema there, or raise the budget (Compiler(..., budget=...))
+compile budget exceeded: 16 work units of 10, while compiling /properties/b; simplify the input there, or raise the budget (Compiler(..., budget=...))
 """
 
 from __future__ import annotations
@@ -177,5 +177,5 @@ def _refuse_past(budget: _Budget, spent: int, where: str | None, stage: str | No
             where = budget.places[-1] if budget.places else "the grammar"
         doing = f" ({stage})" if stage else ""
         raise BudgetExceededError(f"compile budget exceeded: {spent} work units of {budget.limit}, "
-                                  f"while compiling {budget.describe(where)}{doing}; simplify the schema there, "
+                                  f"while compiling {budget.describe(where)}{doing}; simplify the input there, "
                                   "or raise the budget (Compiler(..., budget=...))")

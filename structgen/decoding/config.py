@@ -131,8 +131,10 @@ class DecodeConfig:
         if bad:
             raise OptionError(f"logits_processors must be callables processor(input_ids, scores), not {bad[0]!r}")
         object.__setattr__(self, "logits_processors", processors)
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise OptionError(f"seed must be an int or None, not {self.seed!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not -(1 << 63) <= self.seed < 1 << 64):
+            raise OptionError(f"seed must be an int from -2**63 to 2**64 - 1 (what a torch generator takes) "
+                              f"or None, not {self.seed!r:.40}")
         if not isinstance(self.speculate, bool):
             names = self.speculate
             if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):

@@ -125,7 +125,7 @@ class _DraftModelRow:
         self.masker = Masker(self.backend.logits_width)
         self.cached: list[int] = []  # the ids in the draft model's cache
         seed = config.seed + 7919 if config.seed is not None else secrets.randbits(63)
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed % (1 << 64))  # the offset may pass the top
 
     @property
     def cost_per_token(self) -> float:

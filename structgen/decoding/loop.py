@@ -225,7 +225,7 @@ def _decode_batch(backend: ModelBackend, vocab: Vocabulary, requests: Sequence[R
         controller = DraftController(row_sources, costs, Acceptance(config.acceptance_prior, start))
         rows.append(_Row(r, request, row_config,
                          GenerationStats(prefill_tokens=len(request.prompt_ids), speculation=speculation),
-                         torch.Generator().manual_seed(seed), controller, started))
+                         torch.Generator().manual_seed(seed % (1 << 64)), controller, started))
         if row_config.processes:
             rows[-1].processors = sampling.logits_processors(row_config)
             rows[-1].history = list(request.history if request.history is not None else request.prompt_ids)

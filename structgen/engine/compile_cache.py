@@ -29,6 +29,7 @@ from typing import Any
 
 from structgen.core.automaton import GrammarAutomaton
 from structgen.core.ir import Grammar
+from structgen.core.limits import check_input_size
 from structgen.engine.collector import gc_paused
 from structgen.engine.disk_cache import cache_dir, code_digest
 from structgen.engine.sealed import read_sealed, restricted_loads, write_sealed
@@ -90,6 +91,7 @@ def entry_key(schema: Any, options: dict[str, Any], vocab_fingerprint: str) -> s
         text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
     except (ValueError, RecursionError):
         return None
+    check_input_size(text, "the schema (as JSON text)")
     # The header line is JSON without raw newlines, so b"\n" separates it from the schema.
     header = json.dumps([CACHE_FORMAT, __version__, code_digest(), vocab_fingerprint, options],
                         sort_keys=True)

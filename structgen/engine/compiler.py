@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from structgen.core.budget import DEFAULT_COMPILE_BUDGET, compile_budget, name_of
 from structgen.core.depth import recursion_room
+from structgen.core.limits import check_input_size
 from structgen.core.ir import Grammar
 from structgen.engine.collector import gc_paused
 from structgen.engine.compile_cache import entry_key, entry_path, load_entry, store_entry
@@ -138,6 +139,7 @@ class Compiler:
         from structgen.frontends.lark.reader import read_grammar
 
         text, name, base = read_grammar_source(grammar)
+        check_input_size(text, f"the grammar {name}")
         key = (text, name, str(base), start)  # the text, not its imports: those are read once
         ir = self._grammar_files.get(key)
         if ir is None:
@@ -152,6 +154,7 @@ class Compiler:
 
         if not isinstance(pattern, str):
             raise GrammarError(f"the pattern must be a string, not {type(pattern).__name__}")
+        check_input_size(pattern, "the regex")
         with self._compiling():
             body = text_regex_to_ir(pattern, ignore_case=ignore_case, dotall=dotall)
         return self.grammar(Grammar((("regex", body),), "regex"), source=pattern, kind="regex")
@@ -243,10 +246,13 @@ def parse_schema(schema: Any) -> Any:
     if pydantic_model(schema) is not None:
         return schema.model_json_schema()
     if isinstance(schema, str):
+        check_input_size(schema, "the schema")
         try:
             schema = json.loads(schema)
         except json.JSONDecodeError as err:
             raise SchemaError(f"the schema is not valid JSON: {err}") from err
+        except RecursionError as err:
+            raise SchemaError("the schema's JSON text nests too deeply to read") from err
     if is_response_format(schema):
         return response_format_schema(schema)
     return schema

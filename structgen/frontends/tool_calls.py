@@ -278,9 +278,13 @@ def tool_call_grammar(specs: list[ToolSpec], fmt: ToolFormat, *, choice: Choice 
     UnsupportedFeatureError
         A tool's parameters use a keyword structgen cannot honour; the message names the tool
         and the pointer is inside the tools list.
+    OptionError
+        ``parallel`` is not a bool.
     """
     from structgen.frontends.json_schema.translate import translate_schema
 
+    if not isinstance(parallel, bool):  # "false" is a non-empty string: it read as true
+        raise OptionError(f"parallel_tool_calls must be True or False, not {parallel!r:.40}")
     allowed = [s for s in specs if names is None or s.name in names]
     rules: list[tuple[str, Expr]] = [("root", Seq(()))]
     if choice != "none":

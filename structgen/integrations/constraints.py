@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from structgen.api.compile import compile_sql
+from structgen.core.limits import MAX_INPUT_CHARS, check_input_size
 from structgen.engine.compiled import CompiledGrammar
 from structgen.engine.compiler import compiler_for, response_format_schema
 from structgen.engine.lru import LRUCache
@@ -58,8 +59,9 @@ _OPTIONS = {"json_schema": {"whitespace"}, "grammar": {"start"}, "regex": set(),
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
 #: The folders a ``sql`` constraint may name databases in (:func:`allowed_database`).
 SQL_DIRS_VARIABLE = "STRUCTGEN_SQL_DIRS"
-#: Largest constraint text read (a compiled grammar has its own budget; this bounds the parse).
-MAX_SPEC_CHARS = 4_000_000
+#: Largest constraint read, as text or written as JSON (the one limit of every door; a compiled
+#: grammar has its own budget, this bounds what is read before it).
+MAX_SPEC_CHARS = MAX_INPUT_CHARS
 
 
 @dataclass(frozen=True)
@@ -85,14 +87,7 @@ def read_constraint(spec: Any) -> Constraint:
     {'type': 'integer'}
     """
     if isinstance(spec, str):
-        if len(spec) > MAX_SPEC_CHARS:
-            raise OptionError(f"the structgen constraint is {len(spec):,} characters; at most {MAX_SPEC_CHARS:,}")
-        try:
-            spec = json.loads(spec)
-        except json.JSONDecodeError as err:
-            raise OptionError(f"the structgen constraint is not JSON: {err}") from err
-        except RecursionError as err:
-            raise OptionError("the structgen constraint nests too deeply to read") from err
+        spec = _json_text(spec, "the structgen constraint")
     if not isinstance(spec, dict):
         raise OptionError(f"the structgen constraint must be an object naming one of {KINDS}, "
                           f"not {type(spec).__name__}")
@@ -111,30 +106,37 @@ def read_constraint(spec: Any) -> Constraint:
                           f"it takes {sorted(_OPTIONS[kind]) or 'no options'}")
     value = spec[kind]
     if kind in ("json_schema", "tools") and isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as err:
-            raise OptionError(f"the constraint's {kind!r} is text but not JSON: {err}") from err
-        except RecursionError as err:
-            raise OptionError(f"the constraint's {kind!r} nests too deeply to read") from err
+        value = _json_text(value, f"the constraint's {kind!r}")
     if kind in ("grammar", "regex", "sql") and not isinstance(value, str):
         raise OptionError(f"the constraint's {kind!r} must be a string, not {type(value).__name__}")
+    if kind == "sql" and "\0" in value:
+        raise OptionError("the constraint's 'sql' path holds a NUL character; no file is named so")
     options = tuple(sorted((k, v) for k, v in spec.items() if k != kind))
     try:
         key = json.dumps([kind, value, options], sort_keys=True, ensure_ascii=False, default=repr)
     except (ValueError, RecursionError) as err:  # a dict that contains itself, or nests too deeply
         raise OptionError(f"the structgen constraint cannot be written as JSON: {err}") from err
+    check_input_size(key, "the structgen constraint (as JSON text)")  # a dict is measured as text is
     return Constraint(kind, value, options, key)
+
+
+def _json_text(text: str, what: str) -> Any:
+    """The JSON value of a request's ``text``, measured first; what cannot be read is an
+    :class:`OptionError` naming ``what``."""
+    check_input_size(text, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise OptionError(f"{what} is not JSON: {err}") from err
+    except RecursionError as err:
+        raise OptionError(f"{what} nests too deeply to read") from err
 
 
 def _response_format_schema(response_format: Any) -> Any:
     """The schema of an OpenAI ``response_format`` (``{"type": "json_schema", "json_schema":
     {"schema": ...}}``; ``{"type": "json_object"}`` is any JSON object)."""
     if isinstance(response_format, str):
-        try:
-            response_format = json.loads(response_format)
-        except json.JSONDecodeError as err:
-            raise OptionError(f"response_format is text but not JSON: {err}") from err
+        response_format = _json_text(response_format, "response_format")
     try:
         return response_format_schema(response_format)
     except SchemaError as err:
@@ -174,7 +176,10 @@ def allowed_database(path: str) -> Path:
     if not folders:
         raise OptionError(f"a 'sql' constraint needs {SQL_DIRS_VARIABLE}, the folders of the databases "
                           "requests may name (unset here)")
-    target = Path(path).resolve()
+    try:
+        target = Path(path).resolve()
+    except (ValueError, OSError) as err:  # a NUL character, a name too long for the system
+        raise OptionError(f"the database path {path!r:.80} cannot name a file: {err}") from err
     if not any(target.is_relative_to(folder) for folder in folders):
         raise OptionError(f"the database {path!r} is not under a folder of {SQL_DIRS_VARIABLE}")
     return target
@@ -200,6 +205,6 @@ def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar
     specs = read_tools(spec.value)
     mode, names = read_tool_choice(spec.option("tool_choice", "required"), specs)
     grammar = tool_call_grammar(specs, tool_format(spec, tokenizer), choice=mode, names=names,
-                                parallel=bool(spec.option("parallel_tool_calls", True)), strict=True)
+                                parallel=spec.option("parallel_tool_calls", True), strict=True)
     return compiler.grammar(grammar, source=spec.value)
 

@@ -39,7 +39,7 @@ import transformers
 
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
-from structgen.integrations.rows import BatchRows
+from structgen.integrations.rows import BatchRows, check_width
 
 __all__ = ["LogitsProcessor"]
 
@@ -58,7 +58,8 @@ class LogitsProcessor(transformers.LogitsProcessor):
     ------
     OptionError
         Nothing compiled, grammars over different vocabularies, a batch whose size the list
-        does not divide, or logits narrower than the vocabulary.
+        does not divide, logits narrower than the vocabulary or wider than a padded one (a
+        grammar for another tokenizer), or inputs of the wrong rank or dtype.
 
     Example
     -------
@@ -95,6 +96,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
         self._outputs: list[list[int]] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        _check_inputs(input_ids, scores)
         if self._rows is None or self._is_new(input_ids, scores):
             self._start(input_ids, scores)
         assert self._prompt is not None and self._rows is not None
@@ -123,9 +125,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
         if rows % len(self.grammars):
             raise OptionError(f"{len(self.grammars)} compiled grammars for a batch of {rows} rows: give one per "
                               "prompt (num_return_sequences copies of a prompt share its grammar)")
-        if width < self.vocabulary.size:
-            raise OptionError(f"the logits are {width} wide but the vocabulary has {self.vocabulary.size} tokens: "
-                              "is the grammar compiled for this model's tokenizer?")
+        check_width(self.vocabulary, width)
         self._prompt = input_ids.detach().clone()
         self._width = width
         self._rows = BatchRows(width, sorted(self.vocabulary.eos_ids))
@@ -133,4 +133,22 @@ class LogitsProcessor(transformers.LogitsProcessor):
 
     def _matcher_for(self, row: int, rows: int) -> Any:
         return self.grammars[row // (rows // len(self.grammars))].matcher()
+
+
+def _check_inputs(input_ids: Any, scores: Any) -> None:
+    """What ``model.generate`` hands a processor: (rows, length) integer ids and (rows, width)
+    floating-point scores."""
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.is_floating_point() \
+            or input_ids.dtype == torch.bool:
+        raise OptionError(f"LogitsProcessor: input_ids must be a 2-dimensional integer tensor, not {_shown(input_ids)}")
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 2 or not scores.is_floating_point():
+        raise OptionError(f"LogitsProcessor: scores must be a 2-dimensional floating-point tensor, not {_shown(scores)}")
+    if scores.shape[0] != input_ids.shape[0]:
+        raise OptionError(f"LogitsProcessor: {input_ids.shape[0]} rows of input_ids but {scores.shape[0]} of scores")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dim()}-dimensional {value.dtype} tensor"
+    return type(value).__name__
 

@@ -33,11 +33,13 @@ import numpy as np
 
 from structgen.decoding.masking import Masker
 from structgen.engine.matcher import Matcher
+from structgen.engine.vocab import Vocabulary
+from structgen.errors import OptionError
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BatchRows", "Row"]
+__all__ = ["BatchRows", "Row", "check_width"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,11 @@ class BatchRows:
     """
 
     def __init__(self, width: int, eos_ids: Sequence[int]) -> None:
+        if not _is_index(width) or width < 1:
+            raise OptionError(f"BatchRows: width must be a positive int (the logits' width), not {width!r:.40}")
+        bad = [e for e in eos_ids if not _is_index(e) or not 0 <= e < width]
+        if bad:
+            raise OptionError(f"BatchRows: end-of-sequence id {bad[0]!r:.40} is not a column of logits {width} wide")
         self.masker = Masker(width)
         self.rows: dict[int, Row] = {}
         self.eos_only = self.masker.words(1)
@@ -77,16 +84,26 @@ class BatchRows:
         """Row ``index`` now holds a request (replacing what was there); ``matcher=None`` for an
         unconstrained one. ``output`` is the engine's live list of its tokens, possibly not
         empty (a preempted request coming back)."""
+        _check_row(index)
         if matcher is None:
             self.rows.pop(index, None)
-        else:
-            self.rows[index] = Row(matcher, output)
+            return
+        if not isinstance(matcher, Matcher):
+            raise OptionError(f"BatchRows.add: row {index}'s matcher must be a structgen Matcher or None, "
+                              f"not {type(matcher).__name__}")
+        if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
+            raise OptionError(f"BatchRows.add: row {index}'s output must be a list of token ids, "
+                              f"not {type(output).__name__}")
+        self.rows[index] = Row(matcher, output)
 
     def remove(self, index: int) -> None:
+        _check_row(index)
         self.rows.pop(index, None)
 
     def move(self, source: int, target: int, swap: bool) -> None:
         """Row ``source`` goes to ``target``; with ``swap``, ``target``'s row goes to ``source``."""
+        _check_row(source)
+        _check_row(target)
         a, b = self.rows.pop(source, None), self.rows.pop(target, None)
         if a is not None:
             self.rows[target] = a
@@ -95,13 +112,14 @@ class BatchRows:
 
     def mask(self, logits: "torch.Tensor") -> "torch.Tensor":
         """``logits`` (``(rows, width)``) with every constrained row masked, in place."""
+        self._check_logits(logits)
         if not self.rows:
             return logits
         indices = sorted(i for i in self.rows if i < logits.shape[0])
         words = self.masker.words(len(indices))
         for k, index in enumerate(indices):
             row = self.rows[index]
-            _sync(row)
+            _sync(row, index, self.masker.width)
             if row.dead:
                 words[k] = self.eos_only[0]
             else:
@@ -114,11 +132,47 @@ class BatchRows:
         return logits
 
 
-def _sync(row: Row) -> None:
+    def _check_logits(self, logits: "torch.Tensor") -> None:
+        """An engine's logits: two dimensions (rows, the width given), floating point (an
+        integer tensor cannot hold -inf: every masked row would come back at its minimum)."""
+        import torch
+
+        if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
+            what = (f"a {logits.dim()}-dimensional {logits.dtype} tensor" if isinstance(logits, torch.Tensor)
+                    else type(logits).__name__)
+            raise OptionError(f"BatchRows.mask takes 2-dimensional floating-point logits (rows, width), not {what}")
+        if logits.shape[1] != self.masker.width:
+            raise OptionError(f"BatchRows.mask: the logits are {logits.shape[1]} wide, the rows were made for "
+                              f"{self.masker.width}")
+
+
+def check_width(vocabulary: Vocabulary, width: int) -> None:
+    """Refuse logits ``width`` wide for a grammar compiled over ``vocabulary``: narrower than
+    its tokens, or wider by more than a model pads its embedding rows (Qwen2.5 271 ids, Phi-3
+    53; at most 1/64 of the vocabulary or 1,024 here): a grammar for another tokenizer (a
+    256-byte grammar on a 49,152-wide model allowed two unrelated tokens). Two tokenizers of
+    one width cannot be told apart by width: compile with the model's own tokenizer."""
+    slack = max(1024, vocabulary.size // 64)
+    if not vocabulary.size <= width <= vocabulary.size + slack:
+        raise OptionError(f"the logits are {width} wide but the grammar was compiled for a vocabulary of "
+                          f"{vocabulary.size} tokens{f' ({vocabulary.name})' if vocabulary.name else ''}: compile "
+                          "it with this model's tokenizer (and model=model for a padded vocabulary)")
+
+
+def _is_index(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_row(index: object) -> None:
+    if not _is_index(index) or index < 0:  # -1 would name the last row of the logits
+        raise OptionError(f"BatchRows: a row index must be an int from 0, not {index!r:.40}")
+
+
+def _sync(row: Row, index: int, width: int) -> None:
     """Bring ``row.matcher`` to ``row.output``: keep the common prefix, advance the rest."""
     output = list(row.output)
-    if output and output[-1] < 0:  # an engine placeholder for a token still being copied back
-        output = output[: next(i for i, t in enumerate(output) if t < 0)]
+    if output and _is_index(output[-1]) and output[-1] < 0:  # a placeholder for a token still being copied back
+        output = output[: next(i for i, t in enumerate(output) if _is_index(t) and t < 0)]
     if row.refused is not None:
         position, token = row.refused
         if position < len(output) and output[position] == token:
@@ -131,7 +185,11 @@ def _sync(row: Row) -> None:
         same = next(i for i, (a, b) in enumerate(zip(walked, output + [None])) if a != b)
     if same < len(walked):
         row.matcher.rollback(len(walked) - same)
-    for position in range(same, len(output)):
+    for position in range(same, len(output)):  # the walked ones were checked when they were new
+        token = output[position]
+        if not _is_index(token) or not 0 <= token < width:
+            raise OptionError(f"BatchRows: row {index}'s output holds {token!r:.40} at position {position}, not a "
+                              f"token id of logits {width} wide")
         if not row.matcher.advance(output[position]):
             log.warning("structgen: token %d at output position %d is outside the grammar (%s); "
                         "the row may only end now", output[position], position, row.matcher.last_rejection)

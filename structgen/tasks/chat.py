@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from structgen.errors import MessagesError
 
-__all__ = ["CHAT_ROLES", "Prompt", "chat_messages", "content_text", "with_instruction"]
+__all__ = ["CHAT_ROLES", "Prompt", "chat_messages", "content_text", "utf8_size", "with_instruction"]
 
 #: The roles a plain chat prompt may hold (tool results belong to :mod:`structgen.tasks.tool_calls`).
 CHAT_ROLES = ("system", "user", "assistant")
@@ -37,6 +37,7 @@ def chat_messages(prompt: Any) -> list[dict[str, str]]:
         message without text. The message says which one, by index.
     """
     if isinstance(prompt, str):
+        utf8_size(prompt, "the prompt")
         return [{"role": "user", "content": prompt}]
     if not isinstance(prompt, (list, tuple)) or not prompt:
         raise MessagesError("a prompt is text or a non-empty list of {'role', 'content'} messages, "
@@ -66,8 +67,34 @@ def with_instruction(messages: Sequence[dict[str, str]], instruction: str) -> li
 def content_text(content: Any, i: int) -> str | None:
     """The text of message ``i``'s ``content``: a string, the ``text`` parts of a list of
     OpenAI content parts joined, or ``None``."""
-    if content is None or isinstance(content, str):
+    if content is None:
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        if not all(isinstance(p, str) for p in parts):
+            raise MessagesError(f"message {i}: a text part's text must be a string")
+        content = "".join(parts)
+    if isinstance(content, str):
+        utf8_size(content, f"message {i}")
+        return content
     raise MessagesError(f"message {i}: content must be text, a list of parts or None")
+
+
+def utf8_size(text: str, where: str) -> int:
+    """The size of ``text`` in UTF-8 bytes; :class:`MessagesError` when it has none: a lone
+    surrogate (text read with ``errors="surrogateescape"`` holds bytes that were not UTF-8
+    that way), which the tokenizer would refuse with a TypeError.
+
+    >>> utf8_size("héllo", "the prompt")
+    6
+    >>> try:
+    ...     utf8_size("ab" + chr(0xDCFF), "the prompt")
+    ... except MessagesError as err:
+    ...     print(err)
+    the prompt is not valid Unicode text: a lone surrogate '\udcff' at character 2 (bytes that were not UTF-8?)
+    """
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as err:
+        raise MessagesError(f"{where} is not valid Unicode text: a lone surrogate {text[err.start]!r} at "
+                            f"character {err.start} (bytes that were not UTF-8?)") from None

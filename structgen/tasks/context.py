@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Collection, Sequence
 
 from structgen.decoding.backend import ModelBackend, TransformersBackend, logits_width
@@ -33,7 +34,8 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
-from structgen.tasks.chat import chat_messages
+from structgen.core.limits import check_prompt_bytes
+from structgen.tasks.chat import chat_messages, utf8_size
 
 __all__ = ["ModelContext"]
 
@@ -139,6 +141,7 @@ class ModelContext:
 
     def encode(self, text: str) -> list[int]:
         """``text`` as token ids, as it is (no special tokens added)."""
+        self._check_size(utf8_size(text, "the prompt"))
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def chat_ids(self, prompt: Any) -> list[int]:
@@ -147,12 +150,25 @@ class ModelContext:
         ``assistant`` turns (:func:`~structgen.tasks.chat.chat_messages`). Without a chat
         template, the turns' texts joined by blank lines."""
         messages = chat_messages(prompt)
+        self._check_size(sum(len(m["content"].encode("utf-8")) for m in messages))
         if not getattr(self.tokenizer, "chat_template", None):
             text = "\n\n".join(m["content"] for m in messages)
             return list(self.tokenizer.encode(text, add_special_tokens=True))
         encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
         return list(ids)
+
+    def _check_size(self, size: int) -> None:
+        """Refuse text of ``size`` bytes that cannot fit the context before it is tokenized."""
+        check_prompt_bytes(size, positions=self.backend().max_positions, longest_token=self._longest_token)
+
+    @functools.cached_property
+    def _longest_token(self) -> int:
+        """The most bytes one token spells: the vocabulary's, or an added token's text."""
+        added = getattr(self.tokenizer, "get_added_vocab", None)
+        texts = added() if callable(added) else {}
+        return max([len(t) for t in self.vocabulary.tokens if t] + [len(t.encode("utf-8", "replace")) for t in texts]
+                   + [1])
 
     def text_of(self, tokens: Sequence[int], errors: str = "strict") -> str:
         """The text of ``tokens`` from their bytes (not the tokenizer's text view, which may

@@ -132,7 +132,10 @@ def _checked_messages(messages: Any) -> list[dict[str, Any]]:
         role, content = m["role"], m.get("content")
         content = content_text(content, i)
         calls = []
-        for k, call in enumerate(m.get("tool_calls") or []):
+        listed = m.get("tool_calls") or []
+        if not isinstance(listed, (list, tuple)):
+            raise MessagesError(f"message {i}: tool_calls must be a list, not {type(listed).__name__}")
+        for k, call in enumerate(listed):
             fn = call.get("function") if isinstance(call, dict) else None
             if role != "assistant" or not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                 raise MessagesError(f"message {i}: tool_calls[{k}] must be an assistant's "
@@ -143,13 +146,22 @@ def _checked_messages(messages: Any) -> list[dict[str, Any]]:
                     args = json.loads(args)
                 except json.JSONDecodeError as err:
                     raise MessagesError(f"message {i}: tool_calls[{k}] arguments are not JSON: {err}") from err
+                except RecursionError as err:
+                    raise MessagesError(f"message {i}: tool_calls[{k}] arguments nest too deeply to read") from err
+            if not isinstance(args, dict):  # None, a list, a number: no call's arguments
+                raise MessagesError(f"message {i}: tool_calls[{k}] arguments must be a JSON object (or its "
+                                    f"text), not {type(args).__name__}")
             call_id = call.get("id") or f"call_{i}_{k}"
+            if not isinstance(call_id, str):
+                raise MessagesError(f"message {i}: tool_calls[{k}] id must be a string, not {type(call_id).__name__}")
             names[call_id] = fn["name"]
             calls.append({"id": call_id, "name": fn["name"], "arguments": args})
         item: dict[str, Any] = {"role": role, "content": content}
         if calls:
             item["tool_calls"] = calls
         if role == "tool":
+            if not isinstance(m.get("tool_call_id", ""), str) or not isinstance(m.get("name", ""), str):
+                raise MessagesError(f"message {i}: a tool result's tool_call_id and name must be strings")
             name = m.get("name") or names.get(m.get("tool_call_id", ""))
             if name is None:
                 raise MessagesError(f"message {i}: a tool result needs the tool_call_id of an earlier "
