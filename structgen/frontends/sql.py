@@ -43,9 +43,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
-from structgen import errors
 from structgen.core.budget import compile_budget
-from structgen.errors import CompileError, SqlError
+from structgen.errors import CompileError, InputTooLargeError, SqlError
 
 Whitespace = Literal["any", "spaces"]
 
@@ -86,10 +85,9 @@ _STRICT_RULES = (
 _SPACES_ONLY = (("WS: /[ \\t\\r\\n]+/\n", 'WS: " "\n'),)
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 #: What compiling a database's grammar raises when the schema is too large for a limit: a rule's
-#: automaton states, the compile budget, or the grammar text's size (InputTooLargeError, where
-#: structgen.errors has it); compile_schema turns each into a SqlError naming the schema's size.
-_TOO_LARGE: tuple[type[Exception], ...] = (CompileError,) + tuple(
-    getattr(errors, name) for name in ("InputTooLargeError",) if hasattr(errors, name))
+#: automaton states, the compile budget, or the grammar text's size; compile_schema turns each
+#: into a SqlError naming the schema's size.
+_TOO_LARGE: tuple[type[Exception], ...] = (CompileError, InputTooLargeError)
 
 #: The longest string or blob, in bytes, a statement may make or read while structgen holds the
 #: connection (``SQLITE_LIMIT_LENGTH``; SQLite's own default is 1,000,000,000): a function that
