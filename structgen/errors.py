@@ -6,6 +6,7 @@ also subclass :class:`ValueError`, errors during decoding also :class:`RuntimeEr
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any, TypeVar
 
 __all__ = [
@@ -230,3 +231,21 @@ class UnsafeCacheWarning(UserWarning):
     """structgen's disk cache (or a folder or file in it) belongs to another user or is writable
     by others, so it is not read: an entry planted there could run code when loaded. The message
     names the path and how to fix it; compiling goes on without the cache."""
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 4, 60, 60, 40
+
+
+def shown(value: Any, width: int = 80) -> str:
+    """``value`` written for an error message, at most ``width`` characters: never raises on
+    what a caller can hand in (5,000 nested lists, an integer of 5,000 digits).
+
+    >>> shown([[[[[[1]]]]]]), shown(10 ** 5000)[:12], shown("x" * 500, 12)
+    ('[[[[[...]]]]]', '<an int too ', "'xxxxxxxxxxx")
+    """
+    try:
+        text = _BRIEF.repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{'an' if type(value).__name__[0] in 'aeiou' else 'a'} {type(value).__name__} too large to show>"
+    return text[:width]

@@ -215,7 +215,7 @@ def _options(*, sampling: bool = True, chat: bool = True) -> Callable[[Callable[
         click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
                      help="json: one JSON object with the result, finish reason, token counts and stats."),
         click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr."),
-        click.option("--threads", type=click.IntRange(min=1), default=None, metavar="N",
+        click.option("--threads", type=click.IntRange(min=1, max=1024), default=None, metavar="N",
                      help="CPU threads for the model (default: torch's; 1 is often fastest on a busy machine)."),
     ]
     if sampling:

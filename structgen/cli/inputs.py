@@ -34,9 +34,10 @@ from structgen.cli.output import EXIT_INPUT, CliError
 from structgen.core.limits import MAX_INPUT_CHARS, MAX_PROMPT_BYTES, check_input_size
 from structgen.engine.compiler import Compiler
 from structgen.engine.vocab import Vocabulary
-from structgen.errors import InputTooLargeError
+from structgen.errors import InputTooLargeError, MessagesError
 from structgen.frontends.sql import read_schema
 from structgen.frontends.tool_calls import read_tool_choice, read_tools
+from structgen.tasks.chat import utf8_size
 
 __all__ = ["STDIN", "read_text", "read_json_file", "read_prompt", "read_messages", "conversation",
            "check_schema", "check_grammar", "check_regex", "check_tools", "check_database"]
@@ -57,6 +58,8 @@ def read_text(path: str, what: str, *, limit: int = 4 * MAX_INPUT_CHARS) -> str:
         else:
             with open(path, "rb") as f:
                 data = f.read(limit + 1)
+    except ValueError as err:  # a NUL character in the name
+        raise CliError(f"cannot read {what} {name}: {err}", EXIT_INPUT) from err
     except OSError as err:
         raise CliError(f"cannot read {what} {name}: {err.strerror or err}", EXIT_INPUT) from err
     except UnicodeError as err:  # a text-mode stdin that met bytes that are not UTF-8
@@ -78,20 +81,29 @@ def read_text(path: str, what: str, *, limit: int = 4 * MAX_INPUT_CHARS) -> str:
 def read_json_file(path: str, what: str) -> Any:
     """The JSON document in file ``path``; a syntax error names the line and column, with a caret."""
     text = read_text(path, what)
+    name = "<stdin>" if path == STDIN else path
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        name = "<stdin>" if path == STDIN else path
-        line = text.splitlines()[err.lineno - 1] if text.strip() else ""
-        detail = f"\n    {line}\n    {' ' * (err.colno - 1)}^" if line else ""
+        lines = text.splitlines()
+        line = lines[err.lineno - 1] if err.lineno <= len(lines) else ""  # past a last newline: none
+        detail = f"\n    {line}\n    {' ' * (err.colno - 1)}^" if line.strip() else ""
         raise CliError(f"{what} {name}:{err.lineno}:{err.colno}: not valid JSON: {err.msg}{detail}",
                        EXIT_INPUT) from err
+    except RecursionError as err:
+        raise CliError(f"{what} {name}: its JSON nests too deeply to read", EXIT_INPUT) from err
+    except ValueError as err:  # an integer past Python's 4,300 digits
+        raise CliError(f"{what} {name}: not valid JSON: {err}", EXIT_INPUT) from err
 
 
 def read_prompt(prompt: str | None, *, stdin_taken: bool = False) -> str:
     """``prompt``, or, when it is omitted, all of stdin (a usage error when stdin is a terminal,
     already read for a file, or empty)."""
     if prompt is not None:
+        try:  # an argument that was not UTF-8 holds lone surrogates: refused before the model loads
+            utf8_size(prompt, "PROMPT")
+        except MessagesError as err:
+            raise CliError(str(err), EXIT_INPUT) from err
         return prompt
     if stdin_taken:
         raise click.UsageError("PROMPT is needed when a file is read from stdin ('-')")

@@ -34,7 +34,7 @@ from structgen.engine.disk_cache import DISK_CACHE_ENV as DISK_CACHE_ENV  # name
 from structgen.engine.disk_cache import disk_cache_enabled
 from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import vocabulary_for
-from structgen.errors import CompileError, EmptyLanguageError, GrammarError, SchemaError
+from structgen.errors import CompileError, EmptyLanguageError, GrammarError, SchemaError, shown
 
 __all__ = ["Compiler", "compiler_for", "is_response_format", "parse_schema", "pydantic_model", "read_grammar_source",
            "response_format_schema"]
@@ -140,6 +140,11 @@ class Compiler:
 
         text, name, base = read_grammar_source(grammar)
         check_input_size(text, f"the grammar {name}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise GrammarError(f"the grammar {name} holds a lone surrogate {text[err.start]!r} at character "
+                               f"{err.start}: it is not Unicode text") from None
         key = (text, name, str(base), start)  # the text, not its imports: those are read once
         ir = self._grammar_files.get(key)
         if ir is None:
@@ -282,7 +287,7 @@ def response_format_schema(response_format: Any) -> Any:
     body = response_format.get("json_schema") if kind == "json_schema" else None
     if not isinstance(body, dict) or "schema" not in body:
         raise SchemaError('a response_format must be {"type": "json_schema", "json_schema": {"schema": {...}}} '
-                          f'or {{"type": "json_object"}}, not {json.dumps(response_format, default=repr)[:120]}')
+                          f'or {{"type": "json_object"}}, not {shown(response_format, 120)}')
     return body["schema"]
 
 

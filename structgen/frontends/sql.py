@@ -178,7 +178,11 @@ class ReadOnly:
                 raise SqlError(f"a database is a path or a sqlite3.Connection, not "
                                f"{type(self.database).__name__} ({self.database!r:.80})")
             path = Path(self.database)
-            if not path.is_file():
+            try:
+                found = path.is_file()
+            except (OSError, ValueError) as err:  # a name too long, a NUL character
+                raise SqlError(f"no SQLite database at {str(path)!r:.120}: {err}") from err
+            if not found:
                 raise SqlError(f"no SQLite database at {str(path)!r}")
             con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         self._refused = None

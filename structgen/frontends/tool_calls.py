@@ -200,7 +200,7 @@ def read_tools(tools: Any) -> list[ToolSpec]:
                                 tool=name, pointer=ptr + deep)
         with recursion_room():  # the meta-schema check recurses per level of nesting
             errors = sorted(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params),
-                            key=lambda e: list(e.absolute_path))
+                            key=lambda e: [(1, 0, p) if isinstance(p, str) else (0, p, "") for p in e.absolute_path])
         if errors:
             err = errors[0]
             inner = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from structgen.api.compile import compile_sql
-from structgen.core.limits import MAX_INPUT_CHARS, check_input_size
+from structgen.core.limits import check_input_size
 from structgen.engine.compiled import CompiledGrammar
 from structgen.engine.compiler import compiler_for, response_format_schema
 from structgen.engine.lru import LRUCache
@@ -59,9 +59,6 @@ _OPTIONS = {"json_schema": {"whitespace"}, "grammar": {"start"}, "regex": set(),
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
 #: The folders a ``sql`` constraint may name databases in (:func:`allowed_database`).
 SQL_DIRS_VARIABLE = "STRUCTGEN_SQL_DIRS"
-#: Largest constraint read, as text or written as JSON (the one limit of every door; a compiled
-#: grammar has its own budget, this bounds what is read before it).
-MAX_SPEC_CHARS = MAX_INPUT_CHARS
 
 
 @dataclass(frozen=True)
@@ -109,12 +106,10 @@ def read_constraint(spec: Any) -> Constraint:
         value = _json_text(value, f"the constraint's {kind!r}")
     if kind in ("grammar", "regex", "sql") and not isinstance(value, str):
         raise OptionError(f"the constraint's {kind!r} must be a string, not {type(value).__name__}")
-    if kind == "sql" and "\0" in value:
-        raise OptionError("the constraint's 'sql' path holds a NUL character; no file is named so")
     options = tuple(sorted((k, v) for k, v in spec.items() if k != kind))
     try:
         key = json.dumps([kind, value, options], sort_keys=True, ensure_ascii=False, default=repr)
-    except (ValueError, RecursionError) as err:  # a dict that contains itself, or nests too deeply
+    except (ValueError, RecursionError, TypeError) as err:  # contains itself, nests too deeply, mixed key types
         raise OptionError(f"the structgen constraint cannot be written as JSON: {err}") from err
     check_input_size(key, "the structgen constraint (as JSON text)")  # a dict is measured as text is
     return Constraint(kind, value, options, key)
@@ -126,10 +121,10 @@ def _json_text(text: str, what: str) -> Any:
     check_input_size(text, what)
     try:
         return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise OptionError(f"{what} is not JSON: {err}") from err
     except RecursionError as err:
         raise OptionError(f"{what} nests too deeply to read") from err
+    except ValueError as err:  # not JSON, or an integer past Python's 4,300 digits
+        raise OptionError(f"{what} is not JSON: {err}") from err
 
 
 def _response_format_schema(response_format: Any) -> Any:

@@ -27,19 +27,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
 from structgen.decoding.masking import Masker
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
-from structgen.errors import OptionError
+from structgen.errors import OptionError, shown
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BatchRows", "Row", "check_width"]
+__all__ = ["BatchRows", "MAX_WIDTH", "Row", "check_width"]
+
+#: The widest logits a batch takes (the largest vocabularies are ~262k ids).
+MAX_WIDTH = 1 << 24
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +72,12 @@ class BatchRows:
     """
 
     def __init__(self, width: int, eos_ids: Sequence[int]) -> None:
-        if not _is_index(width) or width < 1:
-            raise OptionError(f"BatchRows: width must be a positive int (the logits' width), not {width!r:.40}")
+        if not _is_index(width) or not 1 <= width <= MAX_WIDTH:
+            raise OptionError(f"BatchRows: width must be an int from 1 to {MAX_WIDTH:,} (the logits' width), "
+                              f"not {shown(width, 40)}")
+        if not isinstance(eos_ids, Iterable) or isinstance(eos_ids, (str, bytes)):
+            raise OptionError(f"BatchRows: eos_ids must be a list of token ids, not {type(eos_ids).__name__}")
+        eos_ids = list(eos_ids)  # read twice below: an iterator would be spent by the check
         bad = [e for e in eos_ids if not _is_index(e) or not 0 <= e < width]
         if bad:
             raise OptionError(f"BatchRows: end-of-sequence id {bad[0]!r:.40} is not a column of logits {width} wide")

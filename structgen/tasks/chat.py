@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from structgen.errors import MessagesError
+from structgen.errors import MessagesError, shown
 
 __all__ = ["CHAT_ROLES", "Prompt", "chat_messages", "content_text", "utf8_size", "with_instruction"]
 
@@ -45,7 +45,7 @@ def chat_messages(prompt: Any) -> list[dict[str, str]]:
     out = []
     for i, message in enumerate(prompt):
         if not isinstance(message, dict) or message.get("role") not in CHAT_ROLES:
-            raise MessagesError(f"message {i}: needs a role among {CHAT_ROLES}, got {message!r:.80}")
+            raise MessagesError(f"message {i}: needs a role among {CHAT_ROLES}, got {shown(message)}")
         content = content_text(message.get("content"), i)
         if content is None:
             raise MessagesError(f"message {i}: no content")

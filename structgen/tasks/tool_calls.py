@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structgen.decoding.config import DecodeConfig
-from structgen.errors import DecodingError, IncompleteGenerationError, MessagesError, OptionError
+from structgen.errors import DecodingError, IncompleteGenerationError, MessagesError, OptionError, shown
 from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls,
                                             read_tool_choice, read_tools, tool_call_grammar)
 from structgen.tasks.chat import content_text
@@ -128,7 +128,7 @@ def _checked_messages(messages: Any) -> list[dict[str, Any]]:
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in _ROLES:
-            raise MessagesError(f"message {i}: needs a role among {_ROLES}, got {m!r:.80}")
+            raise MessagesError(f"message {i}: needs a role among {_ROLES}, got {shown(m)}")
         role, content = m["role"], m.get("content")
         content = content_text(content, i)
         calls = []
@@ -151,6 +151,10 @@ def _checked_messages(messages: Any) -> list[dict[str, Any]]:
             if not isinstance(args, dict):  # None, a list, a number: no call's arguments
                 raise MessagesError(f"message {i}: tool_calls[{k}] arguments must be a JSON object (or its "
                                     f"text), not {type(args).__name__}")
+            try:  # a dict given as Python data: it is written back as JSON into the prompt
+                json.dumps(args)
+            except (TypeError, ValueError, RecursionError) as err:
+                raise MessagesError(f"message {i}: tool_calls[{k}] arguments are not JSON data: {err}") from err
             call_id = call.get("id") or f"call_{i}_{k}"
             if not isinstance(call_id, str):
                 raise MessagesError(f"message {i}: tool_calls[{k}] id must be a string, not {type(call_id).__name__}")

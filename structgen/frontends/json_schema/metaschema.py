@@ -69,7 +69,7 @@ try:
 except ImportError:  # the metaschema check runs on python-jsonschema alone, slower
     fastjsonschema = None
 
-from structgen.errors import SchemaError
+from structgen.errors import SchemaError, shown
 from structgen.frontends.json_schema.refs import subschemas
 from structgen.frontends.json_schema.values import join_pointer
 
@@ -364,7 +364,10 @@ def _describe(error: ValidationError) -> tuple[str, bool]:
         what = f"item {path[-1]} of {path[-2]!r}" if len(path) > 1 else f"item {path[-1]}"
     else:
         what = repr(path[-1])
-    value = _short(json.dumps(error.instance, default=repr))
+    try:
+        value = _short(json.dumps(error.instance, default=repr))
+    except (ValueError, RecursionError):  # an integer past Python's 4,300 digits, deep nesting
+        value = shown(error.instance)
     if error.validator == "type":
         types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         return f"{what} must be {' or '.join(_TYPE_NAMES.get(t, t) for t in types)}, not {value}", True

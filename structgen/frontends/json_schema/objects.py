@@ -35,7 +35,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from structgen.core.budget import BudgetExceededError
+from structgen.core.budget import BudgetExceededError, affordable
 from structgen.errors import CompileError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 from structgen.core.ir import Counted, Expr, Fsm, Lit, Ref, Repeat, Seq, Unordered, alt, digest, seq
 from structgen.core.unordered import Slots
@@ -67,6 +67,9 @@ def object_expr(cv: Lowering, m: Merged) -> Expr:
     asked = _asked_members(cv, m)
     members: list[Member] = []
     keys = list(m.properties) + [k for k in m.required if k not in m.properties]
+    # each key's literal is charged when it is made (Lowering.key_literal), after its value: an
+    # object whose keys alone cannot fit is refused before 70,000 values are translated
+    affordable((2 if cv.canonical else 4) * sum(map(len, keys)))
     spelt = {key: json.dumps(key, ensure_ascii=False)[1:-1].encode() for key in keys}
     for key in keys:
         required = key in m.required
@@ -388,6 +391,17 @@ def object_of(cv: Lowering, members: list[Member], extra: Expr | None, lo: int =
                     best = min(best, fewest(i + 1, got))
             fewest_memo[key] = best
         return fewest_memo[key]
+
+    # Filled from the last member back, supersets of bits first, so that each call finds what it
+    # asks for already made: called from the front, the recursion was one frame per member (an
+    # object of 60,000 properties ran out of Python's stack).
+    sets = [full]
+    while sets[-1]:
+        sets.append((sets[-1] - 1) & full)
+    sets.sort(key=lambda bits: -bin(bits).count("1"))
+    for i in range(n, -1, -1):
+        for got in sets:
+            fewest(i, got)
 
     def feasible(i: int, c: int, got: int = full) -> bool:  # the object can still end well
         most = inf if extra is not None else c + (n - i)
