@@ -46,9 +46,10 @@ __all__ = ["STDIN", "read_text", "read_json_file", "read_prompt", "read_messages
 STDIN = "-"
 
 
-def read_text(path: str, what: str, *, limit: int = 4 * MAX_INPUT_CHARS) -> str:
+def read_text(path: str, what: str, *, limit: int = 4 * MAX_INPUT_CHARS, measured: bool = True) -> str:
     """The text of file ``path`` (``-``: all of stdin), as UTF-8; ``what`` names it in errors.
-    At most ``limit`` bytes are read: past that the input is refused (the limits of
+    At most ``limit`` bytes are read, and ``measured`` text (an input, not a prompt) may hold at
+    most ``MAX_INPUT_CHARS`` characters: past either it is refused (the limits of
     :mod:`structgen.core.limits`, the same at every door; a character is up to 4 bytes)."""
     name = "<stdin>" if path == STDIN else repr(path)
     try:
@@ -70,7 +71,7 @@ def read_text(path: str, what: str, *, limit: int = 4 * MAX_INPUT_CHARS) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise CliError(f"{what} {name} is not UTF-8 text: byte {err.start} {err.reason}", EXIT_INPUT) from err
-    if what != "prompt":
+    if measured:
         try:
             check_input_size(text, f"{what} {name}")
         except InputTooLargeError as err:
@@ -109,7 +110,7 @@ def read_prompt(prompt: str | None, *, stdin_taken: bool = False) -> str:
         raise click.UsageError("PROMPT is needed when a file is read from stdin ('-')")
     if sys.stdin is None or sys.stdin.isatty():
         raise click.UsageError("no PROMPT: give it as an argument, or pipe it on stdin")
-    text = read_text(STDIN, "prompt", limit=MAX_PROMPT_BYTES).strip()
+    text = read_text(STDIN, "prompt", limit=MAX_PROMPT_BYTES, measured=False).strip()
     if not text:
         raise click.UsageError("no PROMPT: stdin was empty")
     return text

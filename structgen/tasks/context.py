@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Collection, Sequence
 
+from structgen.core.limits import check_prompt_bytes
 from structgen.decoding.backend import ModelBackend, TransformersBackend, logits_width
 from structgen.decoding.config import DecodeConfig
 from structgen.decoding.costs import PassCosts
@@ -34,7 +35,6 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
-from structgen.core.limits import check_prompt_bytes
 from structgen.tasks.chat import chat_messages, utf8_size
 
 __all__ = ["ModelContext"]
