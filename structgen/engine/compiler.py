@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from structgen.core.budget import DEFAULT_COMPILE_BUDGET, compile_budget, name_of
 from structgen.core.depth import recursion_room
-from structgen.core.limits import check_input_size
 from structgen.core.ir import Grammar
+from structgen.core.limits import check_input_size
 from structgen.engine.collector import gc_paused
 from structgen.engine.compile_cache import entry_key, entry_path, load_entry, store_entry
 from structgen.engine.compiled import CompiledGrammar
@@ -254,10 +254,10 @@ def parse_schema(schema: Any) -> Any:
         check_input_size(schema, "the schema")
         try:
             schema = json.loads(schema)
-        except json.JSONDecodeError as err:
-            raise SchemaError(f"the schema is not valid JSON: {err}") from err
         except RecursionError as err:
             raise SchemaError("the schema's JSON text nests too deeply to read") from err
+        except ValueError as err:  # not JSON, or an integer past Python's 4,300 digits
+            raise SchemaError(f"the schema is not valid JSON: {err}") from err
     if is_response_format(schema):
         return response_format_schema(schema)
     return schema
