@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from structgen.errors import BudgetExceededError
 
-__all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "affordable", "compile_budget", "charge", "charge_text",
+__all__ = ["DEFAULT_COMPILE_BUDGET", "BudgetExceededError", "affordable", "compile_budget", "charge", "affordable_text",
            "room", "describe_with", "place", "name_of", "once_per_compile"]
 
 #: Work units one schema may take: a few seconds of work on this 2-core machine. Measured on
@@ -128,31 +128,34 @@ def once_per_compile(key: Hashable, make: Callable[[], T]) -> T:
     return got
 
 
-def charge(units: int, where: str | None = None, *, stage: str | None = None) -> None:
+def charge(units: int, where: str | None = None) -> None:
     """Spend ``units`` on ``where`` (default: the innermost :func:`place`); raise
-    :class:`BudgetExceededError` when the budget is exceeded. ``stage`` says what the units
-    paid for when it is not building automaton states (e.g. reading a pattern's text)."""
+    :class:`BudgetExceededError` when the budget is exceeded."""
     budget = _CURRENT.get()
     if budget is None:
         return
     budget.spent += units
-    _refuse_past(budget, budget.spent, where, stage)
+    _refuse_past(budget, budget.spent, where)
 
 
-def charge_text(text: str, what: str, where: str | None = None) -> None:
-    """Spend a unit per character of ``text`` before a frontend reads it (``what`` names it:
-    "a pattern", "grammar text"): reading and lowering are linear in the text, and so an input
-    too large to compile is refused before any of that work, in the same units as the
-    automata it would become (a literal character is at least one state).
+def affordable_text(text: str, what: str, where: str | None = None) -> None:
+    """Refuse ``text`` before a frontend reads it when a unit per character would not fit
+    what is left of the budget (``what`` names it: "a pattern", "grammar text"). Nothing is
+    spent: the automata the text becomes are charged as they are built, so a schema's total
+    does not change; but reading and lowering are linear in the text, and an input this large
+    would be refused only after all that work (a 3.9M-character regex literal: seconds).
 
     >>> with compile_budget(1_000):
     ...     try:
-    ...         charge_text("a" * 5_000, "a regular expression")
+    ...         affordable_text("a" * 5_000, "a regular expression")
     ...     except BudgetExceededError as err:
     ...         print(str(err).split("; ")[0])
-    compile budget exceeded: 5000 work units of 1000, while compiling the grammar (reading a regular expression of 5,000 characters, a unit each)
+    compile budget exceeded: 5000 work units of 1000, while compiling the grammar (reading a regular expression of 5,000 characters, at least a unit each)
     """
-    charge(len(text), where, stage=f"reading {what} of {len(text):,} characters, a unit each")
+    budget = _CURRENT.get()
+    if budget is not None:
+        _refuse_past(budget, budget.spent + len(text), where,
+                     f"reading {what} of {len(text):,} characters, at least a unit each")
 
 
 def affordable(units: int, where: str | None = None) -> None:

@@ -49,7 +49,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from structgen.core.automaton import MAX_DFA_STATES
-from structgen.core.budget import charge_text
+from structgen.core.budget import affordable_text
 from structgen.core.dfa import DEFAULT_STATE_LIMIT
 from structgen.core.ir import Alt, Expr, Fsm, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 from structgen.core.cfg import productive_rules, remove_left_recursion
@@ -386,7 +386,7 @@ def read_grammar(text: str, *, start: str = "start", name: str = "<grammar>",
         With ``line``/``column`` attributes and a message that quotes the line, puts a caret under
         the problem and says how to fix it.
     """
-    charge_text(text, "grammar text")
+    affordable_text(text, "grammar text")
     defs, ignores = _load(text, name, base)
     src = Source(text, name)
     if start not in defs:

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import functools
 
-from structgen.core.budget import charge_text
+from structgen.core.budget import affordable_text
 from structgen.errors import SchemaError, UnsupportedFeatureError
 from structgen.core.ir import Expr, Lit, Repeat, alt, seq
 from structgen.frontends.json_text import JSON_CHAR
@@ -106,7 +106,7 @@ def pattern_to_ir(pattern: str, *, pointer: str = "", canonical: bool = False) -
     """
     if not isinstance(pattern, str):
         raise SchemaError(f"'pattern' must be a string, not {type(pattern).__name__}", pointer=pointer)
-    charge_text(pattern, "a pattern")  # on every call: a cached pattern costs its compile the same
+    affordable_text(pattern, "a pattern")  # on every call: cached or not
     try:
         return _compile(pattern, canonical)
     except Malformed as e:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 
-from structgen.core.budget import charge_text
+from structgen.core.budget import affordable_text
 from structgen.errors import RegexSyntaxError
 from structgen.core.ir import Expr, alt, seq
 from structgen.frontends.regex.charsets import MAX_CODE_POINT, Ranges, complement, normalize, raw_set_ir
@@ -146,7 +146,7 @@ def text_regex_to_ir(pattern: str, *, ignore_case: bool = False, dotall: bool = 
     Raises :class:`RegexSyntaxError` (a :class:`~structgen.errors.GrammarError`) naming what is
     wrong or unsupported and its character offset.
     """
-    charge_text(pattern, "a regular expression")  # on every call: a cached one costs its compile the same
+    affordable_text(pattern, "a regular expression")  # on every call: cached or not
     try:
         return _compile(pattern, ignore_case, dotall)[0]
     except Malformed as e:
