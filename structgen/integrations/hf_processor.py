@@ -39,7 +39,7 @@ import transformers
 
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
-from structgen.integrations.rows import BatchRows, check_width
+from structgen.integrations.rows import BatchRows, check_logits, check_width, tensor_shown
 
 __all__ = ["LogitsProcessor"]
 
@@ -140,15 +140,8 @@ def _check_inputs(input_ids: Any, scores: Any) -> None:
     floating-point scores."""
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.is_floating_point() \
             or input_ids.dtype == torch.bool:
-        raise OptionError(f"LogitsProcessor: input_ids must be a 2-dimensional integer tensor, not {_shown(input_ids)}")
-    if not isinstance(scores, torch.Tensor) or scores.dim() != 2 or not scores.is_floating_point():
-        raise OptionError(f"LogitsProcessor: scores must be a 2-dimensional floating-point tensor, not {_shown(scores)}")
+        raise OptionError(f"LogitsProcessor: input_ids must be a 2-dimensional integer tensor, not "
+                          f"{tensor_shown(input_ids)}")
+    check_logits(scores, "LogitsProcessor: scores")
     if scores.shape[0] != input_ids.shape[0]:
         raise OptionError(f"LogitsProcessor: {input_ids.shape[0]} rows of input_ids but {scores.shape[0]} of scores")
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a {value.dim()}-dimensional {value.dtype} tensor"
-    return type(value).__name__
-

@@ -39,7 +39,7 @@ from structgen.errors import OptionError, shown
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BatchRows", "MAX_WIDTH", "Row", "check_width"]
+__all__ = ["BatchRows", "MAX_WIDTH", "Row", "check_logits", "check_width", "tensor_shown"]
 
 #: The widest logits a batch takes (the largest vocabularies are ~262k ids).
 MAX_WIDTH = 1 << 24
@@ -138,19 +138,31 @@ class BatchRows:
         logits[indices] = masked.to(logits.dtype)
         return logits
 
-
     def _check_logits(self, logits: "torch.Tensor") -> None:
-        """An engine's logits: two dimensions (rows, the width given), floating point (an
-        integer tensor cannot hold -inf: every masked row would come back at its minimum)."""
-        import torch
-
-        if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
-            what = (f"a {logits.dim()}-dimensional {logits.dtype} tensor" if isinstance(logits, torch.Tensor)
-                    else type(logits).__name__)
-            raise OptionError(f"BatchRows.mask takes 2-dimensional floating-point logits (rows, width), not {what}")
+        check_logits(logits, "BatchRows.mask: logits")
         if logits.shape[1] != self.masker.width:
             raise OptionError(f"BatchRows.mask: the logits are {logits.shape[1]} wide, the rows were made for "
                               f"{self.masker.width}")
+
+
+def check_logits(logits: object, what: str) -> None:
+    """Refuse ``logits`` that are not a two-dimensional floating-point tensor (rows, width): an
+    integer tensor cannot hold -inf (every masked row came back at its minimum), a row of one
+    dimension has no rows."""
+    import torch
+
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
+        raise OptionError(f"{what} must be a 2-dimensional floating-point tensor (rows, width), not "
+                          f"{tensor_shown(logits)}")
+
+
+def tensor_shown(value: object) -> str:
+    """What ``value`` is, for an error: a tensor by its rank and dtype."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dim()}-dimensional {value.dtype} tensor"
+    return type(value).__name__
 
 
 def check_width(vocabulary: Vocabulary, width: int) -> None:
