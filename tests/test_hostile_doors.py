@@ -175,6 +175,8 @@ def test_batch_rows_check_indices_ids_and_logits():
     ({"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[1, 2]"}}, "must be a JSON object"),
     ({"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[" * 100_000}}, "nest too deeply"),
     ({"id": ["c1"], "type": "function", "function": {"name": "f", "arguments": "{}"}}, "id must be a string"),
+    ({"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": ' + "9" * 5000 + "}"}},
+     "not JSON"),
 ])
 def test_assistant_tool_calls_are_checked(call, message):
     messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None, "tool_calls": [call]}]

@@ -144,10 +144,10 @@ def _checked_messages(messages: Any) -> list[dict[str, Any]]:
             if isinstance(args, str):
                 try:
                     args = json.loads(args)
-                except json.JSONDecodeError as err:
-                    raise MessagesError(f"message {i}: tool_calls[{k}] arguments are not JSON: {err}") from err
                 except RecursionError as err:
                     raise MessagesError(f"message {i}: tool_calls[{k}] arguments nest too deeply to read") from err
+                except ValueError as err:  # not JSON, or an integer past Python's 4,300 digits
+                    raise MessagesError(f"message {i}: tool_calls[{k}] arguments are not JSON: {err}") from err
             if not isinstance(args, dict):  # None, a list, a number: no call's arguments
                 raise MessagesError(f"message {i}: tool_calls[{k}] arguments must be a JSON object (or its "
                                     f"text), not {type(args).__name__}")
