@@ -242,3 +242,12 @@ def test_a_closed_stdout_exits_141_while_streaming():
 
 def test_every_error_of_this_sweep_is_a_structgen_error():
     assert issubclass(InputTooLargeError, StructgenError) and issubclass(InputTooLargeError, ValueError)
+
+
+def test_an_output_integer_past_python_s_digit_limit_is_read():
+    """A budget of thousands of tokens can write a JSON integer past the 4,300 digits ``int()``
+    takes from text: it is read, and a validation message about it does not raise."""
+    from structgen.tasks.json_task import _integer, validation_error
+
+    assert json.loads("9" * 5_000, parse_int=_integer) == 10 ** 5_000 - 1
+    assert "does not validate" in validation_error({"type": "integer", "maximum": 5}, 10 ** 5_000)

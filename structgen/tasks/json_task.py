@@ -15,6 +15,7 @@ Example
 
 from __future__ import annotations
 
+import decimal
 import json
 from typing import Any, Literal
 
@@ -41,7 +42,10 @@ def validation_error(schema: Any, value: Any) -> str | None:
     from jsonschema import validators
 
     cls = validators.validator_for(schema if isinstance(schema, dict) else {})
-    error = next(iter(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)), None)
+    try:
+        error = next(iter(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)), None)
+    except ValueError as err:  # jsonschema writes the value into its message: past 4,300 digits it cannot
+        return f"the value does not validate, and jsonschema cannot say why ({err})"
     return None if error is None else error.message
 
 
@@ -98,7 +102,7 @@ def json_job(context: ModelContext, schema: Any, prompt: str, config: DecodeConf
     tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     text = context.text_of(tokens)
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=_integer)
     except json.JSONDecodeError as err:
         raise DecodingError(f"internal error: the output is not JSON ({err}): {text!r}") from err
     error = validation_error(plain, value)
@@ -108,3 +112,9 @@ def json_job(context: ModelContext, schema: Any, prompt: str, config: DecodeConf
         value = model_class.model_validate(value)
     return JsonResult(value=value, text=text, token_ids=tokens, finish_reason=finish, stats=stats,
                       relaxed=compiled.relaxed, validation_error=error)
+
+
+def _integer(digits: str) -> int:
+    """A JSON integer, however long: ``int()`` refuses text past 4,300 digits (a guard against
+    slow conversions), and a budget of thousands of tokens can write one."""
+    return int(digits) if len(digits) <= 4_000 else int(decimal.Decimal(digits))
