@@ -221,24 +221,24 @@ def seq(*items: "Expr") -> "Expr":
     Linear in the items: a run of adjacent literals is joined once, where it ends (merging
     pairwise copied the run so far at every literal: a 1M-character regex literal took 14 s)."""
     out: list[Expr] = []
-    run: list[Lit] = []  # adjacent non-empty literals not yet written to ``out``
+    pieces: list[bytes] | None = None  # the run of literals ending ``out``, once it has two
     for x in items:
         for y in (x.items if isinstance(x, Seq) else (x,)):
-            if type(y) is Lit:
-                if y.data:
-                    run.append(y)
-                continue
-            if run:
-                out.append(_joined(run))
-                run = []
+            if isinstance(y, Lit):
+                if not y.data:
+                    continue
+                if out and isinstance(out[-1], Lit):
+                    if pieces is None:
+                        pieces = [out[-1].data]
+                    pieces.append(y.data)
+                    continue
+            elif pieces is not None:
+                out[-1] = Lit(b"".join(pieces))
+                pieces = None
             out.append(y)
-    if run:
-        out.append(_joined(run))
+    if pieces is not None:
+        out[-1] = Lit(b"".join(pieces))
     return out[0] if len(out) == 1 else Seq(tuple(out))
-
-
-def _joined(run: "list[Lit]") -> Lit:
-    return run[0] if len(run) == 1 else Lit(b"".join(x.data for x in run))
 
 
 def alt(*items: "Expr") -> "Expr":
