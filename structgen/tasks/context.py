@@ -160,7 +160,12 @@ class ModelContext:
 
     def _check_size(self, size: int) -> None:
         """Refuse text of ``size`` bytes that cannot fit the context before it is tokenized."""
-        check_prompt_bytes(size, positions=self.backend().max_positions, longest_token=self._longest_token)
+        check_prompt_bytes(size, positions=self._max_positions, longest_token=self._longest_token)
+
+    @functools.cached_property
+    def _max_positions(self) -> int | None:
+        """The model's context (read once: a backend is made per generation, not per prompt)."""
+        return self.backend().max_positions
 
     @functools.cached_property
     def _longest_token(self) -> int:
