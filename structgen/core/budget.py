@@ -152,19 +152,17 @@ def affordable_text(text: str, what: str, where: str | None = None) -> None:
     ...         print(str(err).split("; ")[0])
     compile budget exceeded: 5000 work units of 1000, while compiling the grammar (reading a regular expression of 5,000 characters, at least a unit each)
     """
-    budget = _CURRENT.get()
-    if budget is not None:
-        _refuse_past(budget, budget.spent + len(text), where,
-                     f"reading {what} of {len(text):,} characters, at least a unit each")
+    affordable(len(text), where, stage=f"reading {what} of {len(text):,} characters, at least a unit each")
 
 
-def affordable(units: int, where: str | None = None) -> None:
+def affordable(units: int, where: str | None = None, *, stage: str | None = None) -> None:
     """Raise :class:`BudgetExceededError` if spending ``units`` more would exceed the budget,
     without spending them: for a construction that charges its total once it is done (so that a
-    cached result is charged the same), to stop it early when that total cannot fit."""
+    cached result is charged the same), to stop it early when that total cannot fit. ``stage``
+    says what the units would pay for when it is not building automaton states."""
     budget = _CURRENT.get()
     if budget is not None:
-        _refuse_past(budget, budget.spent + units, where)
+        _refuse_past(budget, budget.spent + units, where, stage)
 
 
 def room() -> int | None:
