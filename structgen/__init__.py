@@ -12,8 +12,8 @@ Example
 
 # The façade: the public names, re-exported from the layers (core → frontends → engine →
 # decoding → tasks → api; see DESIGN.md). Nothing below this package imports it.
-from structgen.api.compile import (compile_grammar, compile_json_schema, compile_regex, compile_sql, compile_tool_calls,
-                                   prepare_vocabulary)
+from structgen.api.compile import (compile_grammar, compile_json_schema, compile_regex, compile_sql,
+                                   compile_structural_tag, compile_tool_calls, prepare_vocabulary)
 from structgen.api.generator import (Generator, JsonResult, TextResult, generate_grammar, generate_json,
                                      generate_regex, generate_sql, generate_tool_calls)
 from structgen.core.ir import Grammar
@@ -24,12 +24,14 @@ from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import (BudgetExceededError, CompileError, DecodingError, GrammarError,
                               IncompleteGenerationError, BudgetTooSmallError, InputTooLargeError, MessagesError, ContextLengthError, ModelNotInstalledError, OptionError, ParseError,
-                              RegexSyntaxError, SchemaError, SqlError, SqlGenerationError, StructgenError,
+                              RegexSyntaxError, SchemaError, SqlError, SqlGenerationError, StructgenError, StructuralTagError,
                               TokenizerError, ToolSpecError, UnsupportedFeatureError)
 from structgen.frontends.sql import CompiledSql
 from structgen.frontends.tool_calls import FORMATS as TOOL_FORMATS, ToolFormat
 from structgen.tasks.jobs import Retry
 from structgen.tasks.sql import SqlAttempt, SqlResult
+from structgen.tasks.segments import Segment
+from structgen.tasks.structural import StructuralResult
 from structgen.tasks.tool_calls import ToolCallResult
 from structgen.version import __version__ as __version__
 
@@ -76,7 +78,10 @@ __all__ = [
     "SqlError",
     "SqlGenerationError",
     "SqlResult",
+    "Segment",
+    "StructuralResult",
     "StructgenError",
+    "StructuralTagError",
     "TextResult",
     "TokenizerError",
     "TOOL_FORMATS",
@@ -89,6 +94,7 @@ __all__ = [
     "compile_json_schema",
     "compile_regex",
     "compile_sql",
+    "compile_structural_tag",
     "compile_tool_calls",
     "drafted_generate",
     "generate_grammar",

@@ -16,6 +16,7 @@ __all__ = [
     "SchemaError",
     "UnsupportedFeatureError",
     "ToolSpecError",
+    "StructuralTagError",
     "GrammarError",
     "RegexSyntaxError",
     "CompileError",
@@ -124,6 +125,11 @@ class ToolSpecError(SchemaError):
         where = f"tool '{tool}': " if tool else ""
         super().__init__(where + message, pointer=pointer)
         self.tool = tool
+
+
+class StructuralTagError(SchemaError):
+    """A structural tag (xgrammar's composition format) is malformed, or uses a format or field
+    structgen cannot honour; ``pointer`` is the JSON pointer of the field in the spec."""
 
 
 class GrammarError(StructgenError, ValueError):

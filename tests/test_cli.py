@@ -377,3 +377,21 @@ def test_the_readme_command_lines_parse_and_their_files_exist(monkeypatch):
         result = CliRunner().invoke(commands.cli, args[1:], input=stdin)
         assert result.exit_code == 0, (line, result.output)
     assert {"json", "grammar", "regex", "sql", "tools"} <= set(checked)
+
+
+def test_tag_refuses_a_bad_spec_before_loading_the_model(tmp_path):
+    spec = write(tmp_path / "tag.json", {"type": "structural_tag", "format": {"type": "token", "token": "<|x|>"}})
+    assert_error(structgen("tag", spec, "hi", "-q"), EXIT_INPUT, "/format/type", "special-token")
+
+
+@pytest.mark.slow
+def test_tag_with_reasoning_prints_segments_and_the_thinking(tmp_path):
+    spec = write(tmp_path / "tag.json", {"type": "structural_tag", "format": {
+        "type": "tag", "begin": "<n>", "end": "</n>", "content": {"type": "json_schema", "json_schema": {"type": "integer"}}}})
+    out = structgen("tag", spec, "What is 6 times 7?", "-q", "-o", "json", "--thinking-markers", "<think>", "</think>",
+                    "--thinking-budget", "4", "--max-new-tokens", "24")
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = json.loads(out.stdout)
+    assert record["reasoning_tokens"] <= 4 and isinstance(record["reasoning"], str)
+    assert [s["kind"] for s in record["segments"]] == ["const_string", "json_schema", "const_string"]
+    assert record["text"] == "<n>" + record["segments"][1]["text"] + "</n>"

@@ -34,8 +34,8 @@ from structgen.frontends.sql import Whitespace as SqlWhitespace
 from structgen.frontends.tool_calls import FORMATS, ToolFormat, read_tool_choice, read_tools, tool_call_grammar
 from structgen.tasks.tool_calls import read_format, template_format
 
-__all__ = ["compile_grammar", "compile_json_schema", "compile_regex", "compile_sql", "compile_tool_calls",
-           "prepare_vocabulary"]
+__all__ = ["compile_grammar", "compile_json_schema", "compile_regex", "compile_sql", "compile_structural_tag",
+           "compile_tool_calls", "prepare_vocabulary"]
 
 
 def compile_grammar(grammar: "str | os.PathLike[str] | Grammar", tokenizer: Any, *,
@@ -158,6 +158,49 @@ def compile_json_schema(schema: "dict[str, Any] | bool | str", tokenizer: Any, *
     """
     return _compiler(tokenizer, vocab_size, model).json_schema(schema, whitespace=whitespace, strict=strict,
                                                 canonical=canonical, lenient=lenient)
+
+
+def compile_structural_tag(spec: Any, tokenizer: Any, *, whitespace: Whitespace = "flexible",
+                           strict: bool = False, canonical: bool = False, vocab_size: int | None = None,
+                           model: Any = None) -> CompiledGrammar:
+    """Compile a structural tag: free text, triggers and tagged segments (schemas, regexes,
+    grammars), in xgrammar's JSON format (the one vLLM, SGLang and TensorRT-LLM accept).
+
+    Parameters
+    ----------
+    spec
+        ``{"type": "structural_tag", "format": {...}}``, a format alone, the older
+        ``{"type": "structural_tag", "structures": [...], "triggers": [...]}``, or its JSON text.
+        The formats read are listed in :mod:`structgen.frontends.structural_tag`.
+    tokenizer
+        A Hugging Face tokenizer or a :class:`~structgen.engine.vocab.Vocabulary`.
+    whitespace, strict, canonical
+        How each ``json_schema`` inside is compiled, as in :func:`compile_json_schema`.
+    vocab_size, model
+        As in :func:`compile_json_schema`.
+
+    Raises
+    ------
+    StructuralTagError
+        A malformed or unsupported format or field, naming its JSON pointer in ``spec``.
+    UnsupportedFeatureError
+        A schema inside uses a keyword that cannot be honoured (the pointer runs through ``spec``).
+
+    Example
+    -------
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    >>> spec = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f="],
+    ...         "tags": [{"type": "tag", "begin": "<f=add>", "end": "</f>", "content": {
+    ...             "type": "json_schema", "json_schema": {"type": "integer"}}}]}}
+    >>> m = compile_structural_tag(spec, vocab).matcher()
+    >>> all(m.advance(b) for b in b"Adding. <f="), m.forced_text()
+    (True, 'add>')
+    >>> all(m.advance(b) for b in b"add>12</f> done"), m.can_end()
+    (True, True)
+    """
+    return _compiler(tokenizer, vocab_size, model).structural_tag(spec, whitespace=whitespace, strict=strict,
+                                                                   canonical=canonical)
 
 
 def prepare_vocabulary(tokenizer: Any, *, vocab_size: int | None = None, model: Any = None) -> Vocabulary:

@@ -35,6 +35,7 @@ from structgen.tasks.jobs import Job, Listener, run_job, run_jobs
 from structgen.tasks.json_task import Whitespace, json_job, prompt_ids
 from structgen.tasks.results import JsonResult, TextResult
 from structgen.tasks.sql import SqlResult, sql_job
+from structgen.tasks.structural import StructuralResult, structural_job
 from structgen.tasks.text import text_job
 from structgen.tasks.tool_calls import ToolCallResult, tool_calls_job
 
@@ -165,6 +166,7 @@ class Generator:
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
              repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
              logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete",
+             reasoning: "bool | tuple[str, str]" = False, thinking_budget: int | None = None,
              whitespace: Whitespace = "compact", strict: bool = True, include_schema: bool = True,
              raw: bool = False, lenient: bool = False, stream: bool = False) -> Any:
         """Generate one JSON value that validates against ``schema`` (or, given lists, one per row).
@@ -211,6 +213,14 @@ class Generator:
             spelled canonically); see :func:`~structgen.compile_json_schema`. Under
             ``lenient=True`` the result lists what was relaxed and whether the value still
             validates.
+        reasoning, thinking_budget
+            Let the model think first: ``True`` takes the thinking markers from the chat
+            template (``<think>``/``</think>``), ``(start, end)`` names them. The thinking is
+            free text that never holds the end marker, then the value follows under the schema;
+            ``thinking_budget`` (tokens) forces the end marker once spent. The budget and the
+            thinking count toward ``max_new_tokens``, and ``budget="complete"`` still ends the
+            answer complete. ``result.reasoning`` holds the thinking, ``text`` the value's text
+            (:mod:`structgen.tasks.reasoning`).
         stream
             Return an iterator instead: the value's text as it is accepted (``str`` chunks; a
             drafted run arrives as one), then the result (:mod:`structgen.api.streaming`).
@@ -237,7 +247,7 @@ class Generator:
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
                               no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors,
-                              budget=budget)
+                              budget=budget, reasoning=reasoning, thinking_budget=thinking_budget)
         return self._run(lambda one_schema, one_prompt: json_job(
             self.context, one_schema, one_prompt, config, whitespace=whitespace, strict=strict,
             include_schema=include_schema, raw=raw, lenient=lenient), stream, schema=schema, prompt=prompt)
@@ -271,6 +281,7 @@ class Generator:
              top_p: float = 1.0, top_k: int = 0, seed: int | None = None, speculate: bool | tuple[str, ...] = True,
              repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
              logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete",
+             reasoning: "bool | tuple[str, str]" = False, thinking_budget: int | None = None,
              raw: bool = False, stream: bool = False) -> TextResult:
         """Generate text under a compiled grammar (:class:`~structgen.CompiledGrammar`).
 
@@ -289,9 +300,45 @@ class Generator:
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
                               no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors,
-                              budget=budget)
+                              budget=budget, reasoning=reasoning, thinking_budget=thinking_budget)
         return self._run(lambda one, one_prompt: text_job(self.context, one, one_prompt, config, raw=raw),
                          stream, compiled=compiled, prompt=prompt)
+
+    def structural(self, spec: Any, prompt: Any, *, whitespace: Whitespace = "compact", strict: bool = True,
+                   raw: bool = False, stream: bool = False, **decoding: Any) -> StructuralResult:
+        """Generate text under a structural tag: free text, triggers and tagged segments whose
+        content is a schema, a regex or a grammar (xgrammar's JSON format; see
+        :func:`structgen.compile_structural_tag`).
+
+        ``prompt`` is the user's turn, or chat messages (``raw=True``: a string encoded as it
+        is). Each ``json_schema`` inside is compiled as :meth:`json` compiles (``whitespace``,
+        ``strict``, canonical values); begin and end strings are forced text, so they are
+        drafted. The decoding options (``max_new_tokens``, ``temperature``, ``speculate``, ...)
+        are those of :meth:`json`.
+
+        Returns
+        -------
+        StructuralResult
+            ``text``, and ``segments``: which format of the spec wrote which part of it, each
+            ``json_schema`` segment with its parsed ``value``.
+
+        Raises
+        ------
+        StructuralTagError, UnsupportedFeatureError
+            A malformed or unsupported spec, naming its JSON pointer.
+
+        Example
+        -------
+        >>> spec = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<calc>"],
+        ...         "tags": [{"begin": "<calc>", "end": "</calc>", "content": {
+        ...             "type": "json_schema", "json_schema": {"type": "integer"}}}], "at_least_one": True}}
+        >>> gen.structural(spec, "What is 6 times 7?").values                     # doctest: +SKIP
+        [42]
+        """
+        config = _decode_config(decoding)
+        return self._run(lambda one_spec, one_prompt: structural_job(
+            self.context, one_spec, one_prompt, config, whitespace=whitespace, strict=strict, raw=raw),
+            stream, spec=spec, prompt=prompt)
 
     def _text(self, compile: Callable[[Any], Any], source: Any, prompt: Any, options: dict[str, Any]) -> Any:
         """:meth:`text` under what ``compile(source)`` gives; for a batch each row compiles in
@@ -306,7 +353,8 @@ class Generator:
             time_limit: float = 10.0, temperature: float = 0.0, retry_temperature: float = 0.8,
             seed: int | None = None, speculate: bool | tuple[str, ...] = True, strict: bool = True,
             repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-            logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete", stream: bool = False) -> SqlResult:
+            logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete",
+             reasoning: "bool | tuple[str, str]" = False, thinking_budget: int | None = None, stream: bool = False) -> SqlResult:
         """Write a SQLite query that answers ``question`` on ``database``, and check that it runs.
 
         The model sees the schema (DDL) and the question; decoding follows the SQL grammar
@@ -336,10 +384,12 @@ class Generator:
         >>> r.sql, r.rows, r.retries, r.first_try                                   # doctest: +SKIP
         ('SELECT count(*) FROM singer', [(6,)], 0, True)
         """
+        if reasoning is not False:
+            raise OptionError("reasoning= is not supported by sql() yet: its retries resume decoding part-way")
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                               speculate=speculate, repetition_penalty=repetition_penalty,
                               no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors,
-                              budget=budget)
+                              budget=budget, reasoning=reasoning, thinking_budget=thinking_budget)
         return self._run(lambda one_question, one_database: sql_job(
             self.context, one_question, one_database, config, execute=execute, max_retries=max_retries,
             max_rows=max_rows, time_limit=time_limit, retry_temperature=retry_temperature, strict=strict),
@@ -352,6 +402,7 @@ class Generator:
                    speculate: bool | tuple[str, ...] = True, stop_repeated_calls: bool = True,
                    repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                    logits_processors: Sequence[Callable[[Any, Any], Any]] = (), budget: str = "complete",
+             reasoning: "bool | tuple[str, str]" = False, thinking_budget: int | None = None,
                    stream: bool = False) -> ToolCallResult:
         """The assistant's next turn: text, tool calls, or both, with arguments that validate.
 
@@ -416,7 +467,7 @@ class Generator:
         config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                               seed=seed, speculate=speculate, repetition_penalty=repetition_penalty,
                               no_repeat_ngram_size=no_repeat_ngram_size, logits_processors=logits_processors,
-                              budget=budget)
+                              budget=budget, reasoning=reasoning, thinking_budget=thinking_budget)
         conversations = _is_conversations(messages)
         per_row_tools = conversations and isinstance(tools, list) and bool(tools) and all(
             isinstance(t, list) for t in tools)
@@ -458,6 +509,17 @@ class Generator:
         if stream:
             return streaming.stream(run, self.vocabulary, batch=bool(lists))
         return run()
+
+
+def _decode_config(options: dict[str, Any]) -> DecodeConfig:
+    """The :class:`DecodeConfig` of keyword options; an unknown name is an :class:`OptionError`."""
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(DecodeConfig)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise OptionError(f"unknown option {unknown[0]!r}; the decoding options are {', '.join(sorted(known))}")
+    return DecodeConfig(**options)
 
 
 class _Rows(list):

@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterable
 
 import click
 
-from structgen.cli.inputs import (STDIN, check_database, check_grammar, check_regex, check_schema, check_tools,
+from structgen.cli.inputs import (STDIN, check_database, check_grammar, check_regex, check_schema,
+                                  check_structural_tag, check_tools,
                                   conversation, read_json_file, read_prompt, read_text)
 from structgen.cli.loading import load_model
 from structgen.cli.output import (EXIT_CODES_HELP, EXIT_MODEL, CliError, as_cli_error, error_record,
@@ -55,6 +56,9 @@ class Run:
     repetition_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
     budget: str = "complete"
+    reasoning: bool = False
+    thinking_markers: "tuple[str, str] | None" = None
+    thinking_budget: int | None = None
 
     def decoding(self, *, sampling: bool = True) -> dict[str, Any]:
         """The API's decoding keywords (``sampling``: with ``top_p`` and ``top_k``)."""
@@ -64,6 +68,11 @@ class Run:
                                    "no_repeat_ngram_size": self.no_repeat_ngram_size, "budget": self.budget}
         if sampling:
             options.update(top_p=self.top_p, top_k=self.top_k)
+        if self.reasoning or self.thinking_markers:
+            options.update(reasoning=tuple(self.thinking_markers) if self.thinking_markers else True,
+                           thinking_budget=self.thinking_budget)
+        elif self.thinking_budget is not None:
+            raise CliError("--thinking-budget needs --reasoning (or --thinking-markers)")
         return options
 
 
@@ -227,6 +236,13 @@ def _options(*, sampling: bool = True, chat: bool = True) -> Callable[[Callable[
         ]
     if chat:
         options += [
+            click.option("--reasoning", is_flag=True,
+                         help="Let the model think first, between the chat template's thinking markers "
+                              "(<think>...</think>); the result's reasoning holds it."),
+            click.option("--thinking-markers", nargs=2, metavar="START END", default=None,
+                         help="The thinking markers to use (implies --reasoning), e.g. '<think>' '</think>'."),
+            click.option("--thinking-budget", type=click.IntRange(min=0), default=None, metavar="N",
+                         help="The most tokens of thinking; then the end marker is forced."),
             click.option("--system", metavar="TEXT", default=None, help="A system prompt."),
             click.option("--messages", metavar="FILE", default=None,
                          help="An OpenAI-style messages JSON list, instead of (or before) PROMPT."),
@@ -351,6 +367,36 @@ def _text_command(run: Run, command: str, prompt: str | None, *, check: Callable
         return gen.text(grammar, state["prompt"], **run.decoding(), **({"stream": True} if stream else {}))
 
     execute(run, Task(command, checked, compile, generate))
+
+
+@cli.command("tag", context_settings=CONTEXT)
+@click.argument("spec_file")
+@click.argument("prompt", required=False)
+@_options()
+def tag_command(spec_file: str, prompt: str | None, **options: Any) -> None:
+    """Text under the structural tag in SPEC_FILE ('-': stdin): xgrammar's JSON format (free
+    text, triggers, tagged segments holding a schema, a regex or a grammar).
+
+    \b
+    structgen tag calls.json "What is the weather in Paris?"
+    """
+    run = Run(**options)
+    state: dict[str, Any] = {}
+
+    def check() -> None:
+        state["spec"] = read_json_file(spec_file, "structural tag file")
+        check_structural_tag(state["spec"])
+        state["prompt"] = _prompt(run, prompt, stdin_taken=spec_file == STDIN)
+
+    def compile(gen: Any) -> None:
+        # the options Generator.structural compiles with, so that its compile finds this one cached
+        gen.compiler.structural_tag(state["spec"], whitespace="compact", strict=True, canonical=True)
+
+    def generate(gen: Any, _: Any, stream: bool) -> Any:
+        return gen.structural(state["spec"], state["prompt"], **run.decoding(),
+                              **({"stream": True} if stream else {}))
+
+    execute(run, Task("tag", check, compile, generate, json_masks=True))
 
 
 @cli.command("sql", context_settings=CONTEXT)

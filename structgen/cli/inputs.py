@@ -178,6 +178,11 @@ def check_regex(pattern: str, *, ignore_case: bool = False, dotall: bool = False
     _byte_compiler().regex(pattern, ignore_case=ignore_case, dotall=dotall)
 
 
+def check_structural_tag(spec: Any) -> None:
+    """Raise the StructuralTagError (or schema error) that compiling ``spec`` would."""
+    _byte_compiler().structural_tag(spec, whitespace="compact", strict=True, canonical=True)
+
+
 def check_tools(tools: Any, tool_choice: Any) -> None:
     """Raise the ToolSpecError that ``tools`` and ``tool_choice`` would (the arguments' schemas
     are compiled with the model's tool-call format, later)."""

@@ -153,6 +153,12 @@ def result_record(command: str, result: Any) -> dict[str, Any]:
     elif command == "tools":
         record["message"] = result.message
         record["format"] = result.format
+    elif command == "tag":
+        record["segments"] = [{"kind": s.kind, "pointer": s.pointer, "text": s.text, "value": s.value, "tag": s.tag}
+                              for s in result.segments]
+    if getattr(result, "reasoning", None) is not None:
+        record["reasoning"] = result.reasoning
+        record["reasoning_tokens"] = result.reasoning_tokens
     record["text"] = result.text
     record["finish_reason"] = result.finish_reason
     record["usage"] = {"prompt_tokens": result.stats.prefill_tokens, "completion_tokens": result.stats.new_tokens}

@@ -81,6 +81,14 @@ class DecodeConfig:
         shortest completion is refused before decoding (``BudgetTooSmallError``). ``"raise"``:
         the model's choices are left alone and a budget that runs out raises
         ``IncompleteGenerationError`` with the partial output.
+    reasoning
+        Let the model think before its answer: ``True`` reads the thinking markers from the
+        chat template (``<think>``/``</think>``), a pair of strings gives them; ``False``
+        (default): the answer starts at once. The thinking is free text that never holds the
+        end marker; the answer follows it under the grammar (:mod:`structgen.tasks.reasoning`).
+    thinking_budget
+        The most tokens of thinking (``None``: no limit but ``max_new_tokens``, which counts
+        the thinking too); when it is spent the end marker is forced, whole tokens only.
 
     These three act on each position's raw logits before the grammar mask, at every position
     fed, drafted ones included (each sees the prefix step-by-step decoding would see there), so
@@ -106,8 +114,20 @@ class DecodeConfig:
     no_repeat_ngram_size: int = 0
     logits_processors: "tuple[Callable[[Any, Any], Any], ...]" = field(default=(), hash=False)
     budget: str = "complete"
+    reasoning: "bool | tuple[str, str]" = False
+    thinking_budget: int | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.reasoning, bool):
+            pair = self.reasoning
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(m, str) and m for m in pair)):
+                raise OptionError(f"reasoning must be True, False or a (start, end) pair of marker strings, "
+                                  f"not {pair!r:.80}")
+            object.__setattr__(self, "reasoning", tuple(pair))
+        if self.thinking_budget is not None:
+            _check_int("thinking_budget", self.thinking_budget, 0, " (None = no limit)")
+            if self.reasoning is False:
+                raise OptionError("thinking_budget needs reasoning=True (or a pair of markers)")
         _check_int("max_new_tokens", self.max_new_tokens, 1)
         _check_int("top_k", self.top_k, 0, " (0 = off)")
         _check_int("max_draft", self.max_draft, 0)

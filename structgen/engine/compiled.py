@@ -80,7 +80,9 @@ class CompiledGrammar:
 
     def matcher(self) -> Matcher:
         """A new :class:`Matcher` at the start of the grammar."""
-        return Matcher(self.runtime())
+        matcher = Matcher(self.runtime())
+        matcher.compiled = self  # what a wrapper (a thinking budget) builds on
+        return matcher
 
     def runtime(self) -> GrammarRuntime:
         rt = self._rt

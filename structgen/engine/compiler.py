@@ -112,6 +112,7 @@ class Compiler:
         self._cache: LRUCache[Grammar, CompiledGrammar] = LRUCache(MEMORY_CACHE_ENTRIES)
         self._schemas: LRUCache[str, CompiledGrammar] = LRUCache(MEMORY_CACHE_ENTRIES)
         self._grammar_files: LRUCache[tuple, Grammar] = LRUCache(MEMORY_CACHE_ENTRIES)
+        self._tags: LRUCache[str, Grammar] = LRUCache(MEMORY_CACHE_ENTRIES)
 
     def grammar(self, grammar: Grammar, *, source: Any = None,
                 kind: Literal["schema", "grammar", "regex"] | None = None) -> CompiledGrammar:
@@ -152,6 +153,28 @@ class Compiler:
                 ir = read_grammar(text, start=start, name=name, base=base)
             self._grammar_files[key] = ir
         return self.grammar(ir, source=grammar, kind="grammar")
+
+    def structural_tag(self, spec: Any, *, whitespace: Whitespace = "flexible", strict: bool = False,
+                       canonical: bool = False) -> CompiledGrammar:
+        """Compile a structural tag (xgrammar's JSON format); see :func:`compile_structural_tag`.
+
+        The IR is cached by the spec's JSON text and the options: agents send the same tools
+        request after request, and reading their schemas again is most of a compile.
+        """
+        from structgen.frontends.structural_tag import read_structural_tag, structural_tag_grammar
+
+        try:
+            key: str | None = json.dumps([spec, whitespace, strict, canonical], sort_keys=True)
+        except (TypeError, ValueError, RecursionError):  # not JSON data: read_structural_tag says why
+            key = None
+        ir = self._tags.get(key) if key is not None else None
+        if ir is None:
+            with self._compiling():
+                ir = structural_tag_grammar(read_structural_tag(spec), whitespace=whitespace, strict=strict,
+                                            canonical=canonical)
+            if key is not None:
+                self._tags[key] = ir
+        return self.grammar(ir, source=spec, kind="grammar")
 
     def regex(self, pattern: str, *, ignore_case: bool = False, dotall: bool = False) -> CompiledGrammar:
         """Compile a regular expression over text; see :func:`compile_regex`."""

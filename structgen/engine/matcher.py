@@ -49,6 +49,8 @@ class Matcher:
         self._tokens: list[int] = []
         #: Why the last rejected token was rejected (``None`` after an accepted one).
         self.last_rejection: str | None = None
+        #: the compiled grammar this matcher walks (set by :meth:`CompiledGrammar.matcher`)
+        self.compiled: Any = None
 
     # ------------------------------------------------------------------ state queries
 
@@ -179,6 +181,7 @@ class Matcher:
         other._states = list(self._states)
         other._tokens = list(self._tokens)
         other.last_rejection = None
+        other.compiled = self.compiled
         return other
 
     # ------------------------------------------------------------------ masks

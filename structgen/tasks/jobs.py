@@ -31,6 +31,7 @@ from structgen.decoding.config import DecodeConfig
 from structgen.decoding.loop import Finish, RowRequest
 from structgen.decoding.stats import GenerationStats
 from structgen.engine.matcher import Matcher
+from structgen.tasks.reasoning import split_thinking, with_thinking
 
 if TYPE_CHECKING:
     from structgen.tasks.context import ModelContext
@@ -126,9 +127,18 @@ def run_jobs(context: "ModelContext", jobs: Sequence["Job[Any]"], listener: List
         else:
             waiting[i] = request
 
+    thinking: dict[int, tuple[bytes, bytes, bool]] = {}  # reasoning markers of the rows that think
+    thoughts: dict[int, tuple[str, int]] = {}
     for i in range(len(jobs)):
         step(i)
     while waiting:
+        for i, request in list(waiting.items()):
+            if request.config.reasoning is not False:
+                try:
+                    waiting[i], thinking[i] = with_thinking(context, request)
+                except Exception as err:  # noqa: BLE001 -- handed to the job, as a decoding error is
+                    del waiting[i]
+                    step(i, error=err)
         rounds: dict[tuple[Any, ...], list[tuple[int, Decode]]] = {}
         for i, request in waiting.items():
             config = request.config
@@ -149,9 +159,16 @@ def run_jobs(context: "ModelContext", jobs: Sequence["Job[Any]"], listener: List
                 [RowRequest(r.matcher, r.prompt_ids, r.banned_first, r.stop, r.config, on_tokens(i, r))
                  for i, r in fits],
                 fits[0][1].config)
-            for (i, _), outcome in zip(fits, outcomes):
+            for (i, request), outcome in zip(fits, outcomes):
                 if outcome.error is not None:
                     step(i, error=outcome.error)
+                elif i in thinking:
+                    thought, answer = split_thinking(context, outcome.tokens, thinking.pop(i))
+                    thoughts[i] = (thought, request.matcher.thinking_tokens())
+                    step(i, (answer, outcome.finish, outcome.stats))
                 else:
                     step(i, (outcome.tokens, outcome.finish, outcome.stats))
+    for i, (thought, count) in thoughts.items():
+        if hasattr(results[i], "reasoning"):
+            results[i].reasoning, results[i].reasoning_tokens = thought, count
     return results

@@ -36,6 +36,11 @@ class Result:
     token_ids: list[int]
     finish_reason: str
     stats: GenerationStats
+    #: with ``reasoning=``: the thinking before the answer (its markers left out); ``text`` and
+    #: ``token_ids`` are the answer's
+    reasoning: str | None = None
+    #: tokens written inside the thinking (the end marker's forced tokens not counted)
+    reasoning_tokens: int = 0
 
 
 @dataclass(kw_only=True)

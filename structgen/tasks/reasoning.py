@@ -1,0 +1,103 @@
+"""Reasoning before the answer: the thinking markers, the grammar around a task's, the split.
+
+With ``reasoning=`` a task's grammar ``G`` becomes ``start thinking end G``: the thinking is free
+text that never holds the end marker (so it is written once), the start marker is left out when
+the prompt already opened the thinking (templates that end the generation prompt with
+``<think>``), and a ``thinking_budget`` forces the end marker after that many tokens of thinking
+(:class:`~structgen.decoding.thinking.ThinkingMatcher`). The task sees only the answer's tokens;
+the result's ``reasoning`` holds the thinking.
+
+Markers: ``reasoning=(start, end)`` names them; ``True`` reads them from the chat template's
+source (``<think>``/``</think>``, the markers of Qwen 3, DeepSeek-R1, SmolLM3, ...).
+
+Example
+-------
+>>> r = Generator().json({"type": "integer"}, "2 + 2?", reasoning=("<think>", "</think>"),
+...                      thinking_budget=16)                                   # doctest: +SKIP
+>>> r.value, r.reasoning is not None                                           # doctest: +SKIP
+(4, True)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from structgen.core.ir import Grammar, Lit, Ref, seq
+from structgen.decoding.thinking import ThinkingMatcher
+from structgen.errors import OptionError
+from structgen.frontends.structural_tag import free_text
+
+if TYPE_CHECKING:
+    from structgen.tasks.context import ModelContext
+
+__all__ = ["KNOWN_MARKERS", "thinking_markers", "with_thinking", "split_thinking"]
+
+#: Thinking markers found in chat templates, as (start, end).
+KNOWN_MARKERS: tuple[tuple[str, str], ...] = (("<think>", "</think>"),)
+
+
+def thinking_markers(tokenizer: Any, reasoning: "bool | tuple[str, str]") -> tuple[str, str]:
+    """The (start, end) markers ``reasoning`` means for this tokenizer.
+
+    >>> thinking_markers(None, ("<r>", "</r>"))
+    ('<r>', '</r>')
+    """
+    if isinstance(reasoning, tuple):
+        return reasoning
+    source = getattr(tokenizer, "chat_template", None)
+    source = source if isinstance(source, str) else ""
+    for start, end in KNOWN_MARKERS:
+        if start in source and end in source:
+            return start, end
+    raise OptionError("reasoning=True reads the thinking markers from the chat template, and this tokenizer's "
+                      "has none; pass them: reasoning=('<think>', '</think>')")
+
+
+def with_thinking(context: "ModelContext", request: Any) -> tuple[Any, tuple[bytes, bytes, bool]]:
+    """``request`` (a :class:`~structgen.tasks.jobs.Decode`) with its grammar behind the thinking
+    (and its budget); the markers and whether the prompt opened the thinking, for
+    :func:`split_thinking`."""
+    from dataclasses import replace
+
+    config = request.config
+    inner = request.matcher
+    if inner.compiled is None or inner.token_ids:
+        raise OptionError("reasoning= is not supported by this task (it decodes from a matcher already under way)")
+    start, end = thinking_markers(context.tokenizer, config.reasoning)
+    prompt = context.vocabulary.token_bytes(list(request.prompt_ids)).rstrip()
+    opened = prompt.endswith(start.encode())
+    g = inner.compiled.grammar
+    head = [] if opened else [Lit(start.encode())]
+    wrapped = Grammar((("thinking'", seq(*head, free_text((end,)), Lit(end.encode()), Ref(g.start))), *g.rules),
+                      "thinking'")
+    compiled = context.compiler.grammar(wrapped, source=inner.compiled.source)
+    end_ids = list(context.tokenizer.encode(end, add_special_tokens=False))
+    if context.vocabulary.token_bytes(end_ids) != end.encode():
+        raise OptionError(f"the end marker {end!r} is a special token of this tokenizer: markers must be text here")
+    matcher = ThinkingMatcher(compiled.matcher(), start=None if opened else start.encode(), end=end.encode(),
+                              end_ids=end_ids, budget=config.thinking_budget)
+    return replace(request, matcher=matcher), (start.encode(), end.encode(), opened)
+
+
+def split_thinking(context: "ModelContext", tokens: list[int], markers: tuple[bytes, bytes, bool]) -> tuple[str, list[int]]:
+    """(the thinking's text, the answer's tokens) of an output.
+
+    Where one token holds the end of the end marker and the start of the answer, the answer's
+    part of it is encoded again (its tokens then differ from the model's for that token only).
+    """
+    start, end, opened = markers
+    vocab = context.vocabulary
+    data = vocab.token_bytes(tokens)
+    begin = 0 if opened else data.index(start) + len(start)
+    stop = data.index(end, begin)
+    answer_from = stop + len(end)
+    thinking = data[begin:stop].decode("utf-8", errors="replace")
+    size = 0
+    for k, t in enumerate(tokens):
+        if size == answer_from:
+            return thinking, list(tokens[k:])
+        size += len(vocab.token_bytes([t]))
+        if size > answer_from:  # this token crosses into the answer
+            tail = data[answer_from:size].decode("utf-8", errors="replace")
+            return thinking, list(context.tokenizer.encode(tail, add_special_tokens=False)) + list(tokens[k + 1:])
+    return thinking, []
