@@ -129,7 +129,7 @@ def test_unlimited_content_stops_at_the_tag_end():
     ({"type": "sequence", "elements": [{"type": "any_tokens"}]}, "/elements/0/type", "not supported"),
     ({"type": "tag", "begin": "<a>", "content": {"type": "any_text", "max_tokens": 5}, "end": "</a>"},
      "/content/max_tokens", "thinking_budget"),
-    ({"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}, "/style", "not supported"),
+    ({"type": "json_schema", "json_schema": {}, "style": "cohere_xml"}, "/style", "not supported"),
     ({"type": "json_schema", "json_schema": {}, "any_order": True}, "/any_order", "declared order"),
     ({"type": "const_string", "value": "a", "colour": 1}, "/colour", "unknown field"),
     ({"type": "tag", "begin": "<a>", "content": {"type": "const_string", "value": "x"}}, "", "'end'"),
@@ -202,3 +202,17 @@ def test_generate_reasoning_then_one_call_drafted_as_stepped(generator):
     assert drafted.text.startswith("<think>") and drafted.text.endswith("</function>")
     assert [type(v) for v in drafted.values] == [dict] and set(drafted.values[0]) == {"city"}
     assert drafted.stats.forward_passes < stepped.stats.forward_passes
+
+
+def test_property_order_is_part_of_the_cache_key():
+    """Two specs that differ only in the order of a schema's properties are two grammars
+    (generation writes properties in their declared order)."""
+    def spec(order):
+        props = {k: {"type": "integer"} for k in order}
+        return {"type": "json_schema", "json_schema": {"type": "object", "properties": props, "required": list(order),
+                                                       "additionalProperties": False}}
+
+    ab = compile_structural_tag(spec("ab"), BYTES, whitespace="compact", strict=True, canonical=True)
+    ba = compile_structural_tag(spec("ba"), BYTES, whitespace="compact", strict=True, canonical=True)
+    assert walk(ab, '{"a":1,"b":2}') is None and walk(ba, '{"b":1,"a":2}') is None
+    assert walk(ab, '{"b":1,"a":2}') is not None

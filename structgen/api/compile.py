@@ -32,6 +32,7 @@ from structgen.errors import OptionError
 from structgen.frontends.sql import SQL_GRAMMAR, CompiledSql, compile_schema, read_schema
 from structgen.frontends.sql import Whitespace as SqlWhitespace
 from structgen.frontends.tool_calls import FORMATS, ToolFormat, read_tool_choice, read_tools, tool_call_grammar
+from structgen.frontends.tool_formats import CallFormat, format_structural_tag
 from structgen.tasks.tool_calls import read_format, template_format
 
 __all__ = ["compile_grammar", "compile_json_schema", "compile_regex", "compile_sql", "compile_structural_tag",
@@ -282,7 +283,8 @@ def compile_tool_calls(tools: list[dict[str, Any]], tokenizer: Any, *, tool_choi
 
     The answer is what :meth:`structgen.Generator.tool_calls` decodes: calls in the
     ``format``'s markup (default: the one the tokenizer's chat template writes, else
-    ``"json"``), each with arguments that validate against its tool's ``parameters``; under
+    ``"json"``; a native format such as ``"qwen_3"`` or ``"kimi"`` compiles as a structural tag,
+    :mod:`structgen.frontends.tool_formats`), each with arguments that validate against its tool's ``parameters``; under
     ``tool_choice="auto"`` text may come first. Options are those of
     :meth:`~structgen.Generator.tool_calls` (``tool_choice`` defaults to ``"required"`` here:
     a grammar for calls); ``vocab_size`` and ``model`` as in :func:`compile_json_schema`.
@@ -307,6 +309,10 @@ def compile_tool_calls(tools: list[dict[str, Any]], tokenizer: Any, *, tool_choi
     mode, names = read_tool_choice(tool_choice, specs)
     fmt = read_format(format) or (None if isinstance(tokenizer, Vocabulary) else template_format(tokenizer)) \
         or FORMATS["json"]
+    if isinstance(fmt, CallFormat):
+        spec = format_structural_tag(fmt, specs, choice=mode, names=names, parallel=parallel_tool_calls)
+        return _compiler(tokenizer, vocab_size, model).structural_tag(spec, whitespace="spaced", strict=strict,
+                                                                       canonical=True)
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls, strict=strict)
     return _compiler(tokenizer, vocab_size, model).grammar(grammar, source=tools)
 

@@ -24,6 +24,11 @@ from structgen.cli.inputs import (STDIN, check_database, check_grammar, check_re
                                   check_structural_tag, check_tools,
                                   conversation, read_json_file, read_prompt, read_text)
 from structgen.cli.loading import load_model
+from structgen.frontends.tool_calls import FORMATS as OWN_FORMATS
+from structgen.frontends.tool_formats import CALL_FORMATS
+
+#: the names ``--format`` takes
+TOOL_FORMAT_NAMES = sorted({*OWN_FORMATS, "llama", *CALL_FORMATS})
 from structgen.cli.output import (EXIT_CODES_HELP, EXIT_MODEL, CliError, as_cli_error, error_record,
                                   result_record, rows_text, write_json_line, write_text)
 from structgen.cli.progress import Progress, progress_wanted
@@ -449,8 +454,9 @@ def sql_command(database: str, question: str | None, run_query: bool, max_retrie
 @click.option("--tool-choice", default="auto", show_default=True, metavar="auto|required|none|NAME",
               help="Whether to call: the model decides, at least one call, text only, or calls of tool NAME.")
 @click.option("--no-parallel-calls", is_flag=True, help="At most one call.")
-@click.option("--format", "call_format", type=click.Choice(["hermes", "llama3", "json"]), default=None,
-              help="How calls are written. Default: the chat template's format, else json.")
+@click.option("--format", "call_format", type=click.Choice(TOOL_FORMAT_NAMES), default=None,
+              help="How calls are written (a model family's native format). Default: the chat template's "
+                   "format, else json.")
 @_options()
 def tools_command(tools_file: str, prompt: str | None, tool_choice: str, no_parallel_calls: bool,
                   call_format: str | None, **options: Any) -> None:

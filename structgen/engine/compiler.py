@@ -164,7 +164,7 @@ class Compiler:
         from structgen.frontends.structural_tag import read_structural_tag, structural_tag_grammar
 
         try:
-            key: str | None = json.dumps([spec, whitespace, strict, canonical], sort_keys=True)
+            key: str | None = json.dumps([spec, whitespace, strict, canonical])  # key order is meaning: not sorted
         except (TypeError, ValueError, RecursionError):  # not JSON data: read_structural_tag says why
             key = None
         ir = self._tags.get(key) if key is not None else None

@@ -11,7 +11,8 @@ unchanged)::
 Formats read here (the fields xgrammar gives them):
 
 - primitives: ``const_string`` (``value``), ``json_schema`` (``json_schema``; ``style``
-  ``"json"``), ``regex`` (``pattern``, Python ``re`` dialect), ``grammar`` (``grammar``: Lark
+  ``"json"``, or the XML argument styles ``"qwen_xml"``, ``"minimax_xml"``, ``"glm_xml"`` of
+  :mod:`structgen.frontends.xml_arguments`), ``regex`` (``pattern``, Python ``re`` dialect), ``grammar`` (``grammar``: Lark
   text, or xgrammar/GBNF EBNF when it holds ``::=``), ``any_text`` (``excludes``,
   ``max_chars``);
 - composition: ``sequence`` and ``or`` (``elements``), ``optional``, ``plus``, ``star``
@@ -29,7 +30,8 @@ As in xgrammar, an unlimited format (``any_text``, ``triggered_tags``, ``dispatc
 
 What cannot be honoured is refused, never dropped: the token-level formats (``token``,
 ``any_tokens``, ``token_triggered_tags``, ...), ``any_text``'s ``max_tokens`` (a decoding-time
-budget: use ``thinking_budget=``), non-JSON ``style`` values and ``any_order``, unknown fields
+budget: use ``thinking_budget=``), the ``style`` values ``deepseek_xml``, ``cohere_xml`` and
+``kimi_k3_xml``, and ``any_order``, unknown fields
 and types: each a :class:`~structgen.errors.StructuralTagError` naming the JSON pointer.
 
 Example
@@ -223,9 +225,12 @@ def _check_const(fmt: dict[str, Any], ptr: str) -> None:
 
 
 def _check_json(fmt: dict[str, Any], ptr: str) -> None:
-    if fmt.get("style", "json") != "json":
-        raise StructuralTagError(f"style {_shown(fmt['style'])} is not supported (only \"json\")",
-                                 pointer=ptr + "/style")
+    from structgen.frontends.xml_arguments import XML_STYLES
+
+    style = fmt.get("style", "json")
+    if style != "json" and style not in XML_STYLES:
+        raise StructuralTagError(f"style {_shown(style)} is not supported (supported: \"json\", "
+                                 f"{', '.join(map(json.dumps, XML_STYLES))})", pointer=ptr + "/style")
     if fmt.get("any_order", False) is not False:
         raise StructuralTagError("'any_order' is not supported: properties come in their declared order",
                                  pointer=ptr + "/any_order")
@@ -343,6 +348,8 @@ class _Builder:
         if kind == "const_string":
             return Lit(fmt["value"].encode())
         if kind == "json_schema":
+            if fmt.get("style", "json") != "json":
+                return self._xml(fmt["json_schema"], fmt["style"], ptr + "/json_schema")
             return self._schema(fmt["json_schema"], ptr + "/json_schema")
         if kind == "regex":
             return self._regex(fmt["pattern"], ptr + "/pattern")
@@ -389,11 +396,19 @@ class _Builder:
         content = self.expr(fmt["content"], ptr + "/content", tuple(e for e in ends if e))
         return self._rule(content), alt(*(Lit(e.encode()) for e in ends))
 
-    def _text(self, excludes: tuple[str, ...], max_chars: int | None = None) -> Expr:
-        """UTF-8 text holding none of ``excludes`` (at most ``max_chars`` characters)."""
+    def _xml(self, schema: Any, style: str, ptr: str) -> Expr:
+        from structgen.frontends.xml_arguments import xml_arguments
+
+        if isinstance(schema, str):
+            schema = self._parsed(schema, ptr)
+        return self._rule(xml_arguments(schema, style, self._schema, self._text, ptr, rule=self._rule))
+
+    def _text(self, excludes: tuple[str, ...], max_chars: int | None = None, *, nonempty: bool = False) -> Expr:
+        """UTF-8 text holding none of ``excludes`` (at most ``max_chars`` characters; with
+        ``nonempty`` at least one)."""
         from structgen.core.regular import with_length
 
-        text: Expr = Repeat(TEXT_CHAR, 0, None)
+        text: Expr = Repeat(TEXT_CHAR, 1 if nonempty else 0, None)
         if max_chars is not None:
             text = with_length(text, TEXT_CHAR, 0, max_chars, what="any_text's max_chars")
         return self._rule(free_text(excludes, text))
@@ -440,10 +455,7 @@ class _Builder:
         from structgen.frontends.json_schema.translate import translate_schema
 
         if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except ValueError as err:
-                raise StructuralTagError(f"the JSON schema text is not JSON: {err}", pointer=ptr) from err
+            schema = self._parsed(schema, ptr)
         try:
             sub, _ = translate_schema(schema, whitespace=self.whitespace, strict=self.strict,
                                       canonical=self.canonical)
@@ -452,6 +464,13 @@ class _Builder:
         except SchemaError as err:
             raise StructuralTagError(_message(err), pointer=ptr + err.pointer) from err
         return self._embedded(sub)
+
+    @staticmethod
+    def _parsed(schema: str, ptr: str) -> Any:
+        try:
+            return json.loads(schema)
+        except ValueError as err:
+            raise StructuralTagError(f"the JSON schema text is not JSON: {err}", pointer=ptr) from err
 
     def _regex(self, pattern: str, ptr: str) -> Expr:
         from structgen.frontends.regex.python import text_regex_to_ir

@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -96,6 +96,8 @@ class ToolFormat:
     #: how a tool result is shown, for templates without a tool role: ``{name}``, ``{content}``
     #: and ``{content_json}`` (the content as a JSON string) are filled in
     result_text: str = ""
+    #: writes earlier calls into a prompt (default: :func:`call_text` in this format)
+    writer: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.trigger or not (self.list_open + self.call_open + '{"name"').startswith(self.trigger):

@@ -74,6 +74,18 @@ def _language(fmt_json: str) -> CompiledGrammar:
     return CompiledGrammar(structural_tag_grammar(read_structural_tag(json.loads(fmt_json))), _BYTES)
 
 
+def _value_of(fmt: dict[str, Any], piece: str) -> Any:
+    """A segment's value: parsed JSON (or XML arguments) for a ``json_schema``, else the text."""
+    if fmt["type"] != "json_schema":
+        return piece
+    if fmt.get("style", "json") == "json":
+        return json.loads(piece)
+    from structgen.frontends.xml_arguments import read_xml_arguments
+
+    schema = fmt["json_schema"]
+    return read_xml_arguments(piece, fmt["style"], json.loads(schema) if isinstance(schema, str) else schema)
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
@@ -115,12 +127,12 @@ class _Parser:
         alone = dict(fmt)
         if kind == "any_text":
             alone["excludes"] = list(fmt.get("excludes", ())) + list(stops)
-        m = _language(json.dumps(alone, sort_keys=True)).matcher()
+        m = _language(json.dumps(alone)).matcher()  # key order is meaning (properties): not sorted
         j = i
         while True:
             if m.can_end():
                 piece = self.text[i:j]
-                value = json.loads(piece) if kind == "json_schema" else piece
+                value = _value_of(fmt, piece)
                 # empty free text is no segment
                 yield j, (Segment(kind, ptr, piece, value, i, j, tag),) if piece or kind != "any_text" else ()
             if j == len(self.text) or not all(m.advance(b) for b in self.text[j].encode()):

@@ -27,12 +27,15 @@ from typing import Any
 
 from structgen.decoding.config import DecodeConfig
 from structgen.errors import DecodingError, IncompleteGenerationError, MessagesError, OptionError, shown
+from structgen.frontends.structural_tag import read_structural_tag
 from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls,
                                             read_tool_choice, read_tools, tool_call_grammar)
+from structgen.frontends.tool_formats import CALL_FORMATS, CallFormat, calls_of, format_structural_tag, write_calls
 from structgen.tasks.chat import content_text
 from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import Result
+from structgen.tasks.segments import segments_of
 
 __all__ = ["ToolCallResult", "MessagesError", "generate_tool_calls_with", "read_format", "template_format",
            "tool_calls_job", "tool_prompt"]
@@ -82,32 +85,53 @@ def template_format(tokenizer: Any) -> ToolFormat | None:
     return None
 
 
-def read_format(format: "str | ToolFormat | None") -> ToolFormat | None:
-    """The :class:`ToolFormat` a ``format`` option names (a name from ``FORMATS`` or a format);
-    ``None`` stays ``None`` (the caller's default: the template's format, else ``"json"``).
+#: names the formats answer to besides their own
+ALIASES = {"llama": "llama3"}
 
-    >>> read_format("hermes").name, read_format(None)
-    ('hermes', None)
+
+def read_format(format: "str | ToolFormat | CallFormat | None") -> "ToolFormat | CallFormat | None":
+    """The format a ``format`` option names: a :class:`ToolFormat` of ``FORMATS`` (``hermes``,
+    ``llama3`` or ``llama``, ``json``), a native :class:`~structgen.frontends.tool_formats.CallFormat`
+    of ``CALL_FORMATS`` (``qwen_3``, ``kimi``, ``deepseek_r1``, ``harmony``, ...), or a format
+    object; ``None`` stays ``None`` (the caller's default: the template's format, else ``"json"``).
+
+    >>> read_format("hermes").name, read_format("llama").name, read_format("kimi").name, read_format(None)
+    ('hermes', 'llama3', 'kimi', None)
     """
-    if isinstance(format, str) and format not in FORMATS:
-        raise OptionError(f"unknown tool-call format {format!r}; known: {sorted(FORMATS)}")
-    if not (format is None or isinstance(format, (str, ToolFormat))):
-        raise OptionError(f"format must be a name from {sorted(FORMATS)}, a ToolFormat or None, "
+    known = sorted({*FORMATS, *ALIASES, *CALL_FORMATS})
+    if isinstance(format, str):
+        format = ALIASES.get(format, format)
+        if format in FORMATS:
+            return FORMATS[format]
+        if format in CALL_FORMATS:
+            return CALL_FORMATS[format]
+        raise OptionError(f"unknown tool-call format {format!r}; known: {known}")
+    if not (format is None or isinstance(format, (ToolFormat, CallFormat))):
+        raise OptionError(f"format must be a name from {known}, a ToolFormat, a CallFormat or None, "
                           f"not {type(format).__name__} ({format!r:.80})")
-    return FORMATS[format] if isinstance(format, str) else format
+    return format
 
 
 def tool_prompt(tokenizer: Any, specs: list[ToolSpec], messages: Any,
-                fmt: ToolFormat | None = None) -> tuple[str, ToolFormat, str]:
+                fmt: "ToolFormat | CallFormat | None" = None) -> tuple[str, Any, str]:
     """(prompt text, format, "template" or "structgen") for ``messages`` with the tools shown.
 
     ``fmt=None`` takes the template's own format when it has one (:func:`template_format`),
-    else ``"json"``. A given format that is the template's is rendered by the template too.
+    else ``"json"``. A given format that is the template's is rendered by the template too; a
+    native format (:class:`~structgen.frontends.tool_formats.CallFormat`, named for the model's
+    family) is rendered by the template when it shows tools.
     """
     checked = _checked_messages(messages)
     own = template_format(tokenizer)
     if fmt is None:
         fmt = own or FORMATS["json"]
+    if isinstance(fmt, CallFormat):
+        if _shows_tools(tokenizer):
+            try:
+                return _template_text(tokenizer, specs, checked), fmt, "template"
+            except Exception:  # noqa: BLE001 - a template that refuses this history: structgen renders it
+                pass
+        return _rendered(tokenizer, specs, checked, _native_shown(fmt)), fmt, "structgen"
     if own is not None and own == fmt:
         shaped = [_template_shape(m) for m in checked]
         try:
@@ -117,6 +141,37 @@ def tool_prompt(tokenizer: Any, specs: list[ToolSpec], messages: Any,
         except Exception:  # noqa: BLE001 - e.g. Llama 3.1's template refuses two calls in one turn
             pass
     return _rendered(tokenizer, specs, checked, fmt), fmt, "structgen"
+
+
+def _shows_tools(tokenizer: Any) -> bool:
+    """Whether the chat template renders ``tools=`` (a tool's name shows in the prompt)."""
+    if not isinstance(getattr(tokenizer, "chat_template", None), str):
+        return False
+    probe = [{"role": "user", "content": "?"}]
+    tool = {"type": "function", "function": {"name": "probe_tool", "description": "",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    try:
+        return "probe_tool" in tokenizer.apply_chat_template(probe, tools=[tool], tokenize=False)
+    except Exception:  # noqa: BLE001 - a template that cannot show tools
+        return False
+
+
+def _template_text(tokenizer: Any, specs: list[ToolSpec], checked: list[dict[str, Any]]) -> str:
+    shaped = [_template_shape(m) for m in checked]
+    return tokenizer.apply_chat_template(shaped, tools=[_openai_tool(s) for s in specs], add_generation_prompt=True,
+                                         tokenize=False)
+
+
+def _native_shown(fmt: CallFormat) -> ToolFormat:
+    """A stand-in :class:`ToolFormat` that shows tools, calls and results to a model whose
+    template has no tools, for a native format: the system text gives an example call in it."""
+    example = write_calls(fmt, [("function_name", {"argument": "value"})])
+    prompt = ("You may call one or more functions to assist with the user query. The functions, in JSON:\n"
+              "<tools>\n{tools}\n</tools>\n\nTo call a function, write exactly:\n"
+              + example.replace("{", "{{").replace("}", "}}") + "\nIf none of the functions fits, answer in plain text.")
+    return ToolFormat(f"{fmt.name}-shown", call_open="", call_close="", separator="", trigger="{",
+                      system_prompt=prompt, result_text="The function {name} returned: {content}",
+                      writer=lambda calls: write_calls(fmt, calls))
 
 
 def _checked_messages(messages: Any) -> list[dict[str, Any]]:
@@ -211,7 +266,8 @@ def _rendered(tokenizer: Any, specs: list[ToolSpec], messages: list[dict[str, An
             else:
                 plain.append({"role": "user", "content": shown, "tool_results": "1"})
         elif "tool_calls" in m:
-            calls = call_text(fmt, [(c["name"], c["arguments"]) for c in m["tool_calls"]])
+            pairs = [(c["name"], c["arguments"]) for c in m["tool_calls"]]
+            calls = fmt.writer(pairs) if fmt.writer is not None else call_text(fmt, pairs)
             plain.append({"role": "assistant", "content": (m["content"] + "\n" if m["content"] else "") + calls})
         else:
             plain.append({"role": m["role"], "content": m["content"] or ""})
@@ -241,6 +297,10 @@ def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: Dec
     prompt, fmt, rendered_by = tool_prompt(context.tokenizer, specs, messages, read_format(format))
     ids = context.encode(prompt)
     context.check_fits(ids, config)  # 500 tools make a prompt longer than many contexts
+    if isinstance(fmt, CallFormat):
+        return (yield from _native_job(context, specs, fmt, ids, config, mode=mode, names=names,
+                                       parallel=parallel_tool_calls, strict=strict, rendered_by=rendered_by,
+                                       stop_repeated_calls=stop_repeated_calls))
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,
                                 strict=strict)
     compiled = context.compiler.grammar(grammar, source=tools)
@@ -262,6 +322,35 @@ def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: Dec
         content, calls = parse_calls(fmt, text)
     except (ValueError, KeyError) as err:
         raise DecodingError(f"internal error: the answer does not parse as {fmt.name} calls ({err}): {text!r}") from err
+    return ToolCallResult(text=text, token_ids=tokens, finish_reason=finish, stats=stats,
+                          message=_message(specs, content, calls, text), format=fmt.name, rendered_by=rendered_by)
+
+
+def _native_job(context: ModelContext, specs: list[ToolSpec], fmt: CallFormat, ids: list[int], config: DecodeConfig, *,
+                mode: str, names: tuple[str, ...], parallel: bool, strict: bool, rendered_by: str,
+                stop_repeated_calls: bool) -> Job[ToolCallResult]:
+    """Calls in a native format: its structural tag compiled, decoded, read back from the segments."""
+    if not isinstance(parallel, bool):
+        raise OptionError(f"parallel_tool_calls must be True or False, not {parallel!r:.40}")
+    spec = format_structural_tag(fmt, specs, choice=mode, names=names, parallel=parallel)
+    compiled = context.compiler.structural_tag(spec, whitespace="spaced", strict=strict, canonical=True)
+    close = fmt.section[1] if fmt.section else ""
+    tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
+    if stop_repeated_calls:
+        cut = _cut_before_repeat(context, compiled, tokens, _native_spans(fmt, spec, context.text_of(tokens)), close)
+        if cut is not None:
+            tokens, finish = cut, "repeated_call"
+    text = context.vocabulary.token_bytes(tokens).decode("utf-8")
+    try:
+        content, calls = calls_of(fmt, segments_of(read_structural_tag(spec), text))
+    except (ValueError, KeyError) as err:
+        raise DecodingError(f"internal error: the answer does not parse as {fmt.name} calls ({err}): {text!r}") from err
+    return ToolCallResult(text=text, token_ids=tokens, finish_reason=finish, stats=stats,
+                          message=_message(specs, content, calls, text), format=fmt.name, rendered_by=rendered_by)
+
+
+def _message(specs: list[ToolSpec], content: str | None, calls: list[tuple[str, Any]], text: str) -> dict[str, Any]:
+    """The OpenAI assistant message of an answer's text and calls (arguments checked again)."""
     by_name = {s.name: s for s in specs}
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
@@ -271,8 +360,7 @@ def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: Dec
             message["tool_calls"].append({
                 "id": "call_" + secrets.token_hex(12), "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}})
-    return ToolCallResult(text=text, token_ids=tokens, finish_reason=finish, stats=stats, message=message,
-                          format=fmt.name, rendered_by=rendered_by)
+    return message
 
 
 def _without_repeats(context: ModelContext, compiled: Any, fmt: ToolFormat, tokens: list[int]) -> list[int] | None:
@@ -283,10 +371,37 @@ def _without_repeats(context: ModelContext, compiled: Any, fmt: ToolFormat, toke
     useful, so the answer ends after the call before it: the tokens up to there are kept and
     the rest of that call plus the list's close are written canonically, checked by the grammar.
     """
+    data = context.vocabulary.token_bytes(tokens)
+    text = data.decode("utf-8", errors="ignore")
+    _, spans, _ = call_spans(fmt, text)
+    return _cut_before_repeat(context, compiled, tokens, spans, fmt.list_close)
+
+
+def _native_spans(fmt: CallFormat, spec: Any, text: str) -> list[tuple[int, int, str, Any]]:
+    """The calls of a native-format answer: (start, end, name, arguments) in characters."""
+    head, tail = fmt.call_begin.split("{name}")
+    spans, start, call = [], 0, None
+    for seg in segments_of(read_structural_tag(spec), text):
+        begin = seg.tag or ""
+        if not (begin.startswith(head) and begin.endswith(tail)):
+            continue
+        if seg.pointer.endswith("/begin"):
+            start = seg.start
+        elif seg.kind == "json_schema":
+            call = (begin[len(head):len(begin) - len(tail)], seg.value)
+        elif seg.pointer.endswith("/end") and call is not None:
+            spans.append((start, seg.end, *call))
+    return spans
+
+
+def _cut_before_repeat(context: ModelContext, compiled: Any, tokens: list[int],
+                       spans: list[tuple[int, int, str, Any]], close: str) -> list[int] | None:
+    """``tokens`` ended after the call before the first repeated one (``spans``: each call's
+    start and end in characters, name and arguments), ``close`` written after it; None when no
+    call repeats or the ending does not fit the grammar."""
     vocab = context.vocabulary
     data = vocab.token_bytes(tokens)
     text = data.decode("utf-8", errors="ignore")
-    _, spans, _ = call_spans(fmt, text)
     seen: set[tuple[str, str]] = set()
     for k, (_, _, name, args) in enumerate(spans):
         key = (name, json.dumps(args, sort_keys=True))
@@ -303,7 +418,7 @@ def _without_repeats(context: ModelContext, compiled: Any, fmt: ToolFormat, toke
             break
         keep.append(t)
         length += size
-    tail = data[length:end] + fmt.list_close.encode()
+    tail = data[length:end] + close.encode()
     try:
         ended = keep + list(context.tokenizer.encode(tail.decode("utf-8"), add_special_tokens=False))
     except UnicodeDecodeError:  # the kept tokens end inside a character

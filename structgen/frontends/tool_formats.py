@@ -1,0 +1,230 @@
+"""Model families' native tool-call formats, as data that becomes a structural tag.
+
+A :class:`CallFormat` says how one family writes calls: the text before a call's arguments
+(``call_begin``, with ``{name}``), the arguments' style (JSON, or XML parameters:
+:mod:`structgen.frontends.xml_arguments`), the text after them, an optional section around all
+the calls and the separator between calls, the string that opens calls in free text, and the
+family's thinking markers. :func:`format_structural_tag` turns a format, the tools and the
+``tool_choice`` into a structural tag (xgrammar's JSON format, the one xgrammar's
+``get_model_structural_tag`` builds for the same names), which compiles like any other
+(:mod:`structgen.frontends.structural_tag`); :func:`calls_of` reads an answer back into calls,
+from the answer's segments.
+
+The facts of each format come from the family's published chat template (kept under
+``tests/fixtures/chat_templates/``, sources in its ``SOURCES.md``) and its serving parser; the
+format's docstring line names them. Formats here write their markers as text: on a tokenizer
+whose vocabulary has a marker as a special token, that token is not used.
+
+Example
+-------
+>>> from structgen.frontends.tool_calls import read_tools
+>>> tools = read_tools([{"type": "function", "function": {"name": "f", "parameters": {
+...     "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}])
+>>> spec = format_structural_tag(CALL_FORMATS["kimi"], tools, choice="required")
+>>> spec["format"]["begin"], spec["format"]["content"]["tags"][0]["begin"]
+('<|tool_calls_section_begin|>', '<|tool_call_begin|>functions.f:')
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from structgen.errors import OptionError, ParseError
+from structgen.frontends.tool_calls import ToolSpec, argument_json, open_free_objects
+
+__all__ = ["CallFormat", "CALL_FORMATS", "register_call_format", "format_structural_tag", "calls_of",
+           "write_calls"]
+
+
+@dataclass(frozen=True)
+class CallFormat:
+    """How a model family writes tool calls (see the module notes)."""
+
+    name: str
+    call_begin: str
+    call_end: str
+    #: "json", or an XML style of :data:`~structgen.frontends.xml_arguments.XML_STYLES`
+    style: str = "json"
+    #: (begin, end) around all the calls of an answer, or None
+    section: tuple[str, str] | None = None
+    separator: str = ""
+    #: what opens the calls in free text (default: the section's begin, else ``call_begin``
+    #: up to the name)
+    trigger: str | None = None
+    #: a regex written between ``call_begin`` and the arguments, then this text (Kimi's call index)
+    call_id: tuple[str, str] | None = None
+    #: the family's thinking markers, for ``reasoning=True`` where the template has none
+    thinking: tuple[str, str] | None = None
+    #: where the facts come from
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if "{name}" not in self.call_begin:
+            raise OptionError(f"format {self.name!r}: call_begin must hold '{{name}}'")
+
+    @property
+    def opens_with(self) -> str:
+        """The trigger: the text that opens the calls."""
+        if self.trigger is not None:
+            return self.trigger
+        return self.section[0] if self.section else self.call_begin.split("{name}")[0]
+
+    def begin(self, name: str) -> str:
+        return self.call_begin.replace("{name}", name)
+
+
+_THINK = ("<think>", "</think>")
+_DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
+_QWEN_XML = dict(call_begin="<tool_call>\n<function={name}>\n", call_end="\n</function>\n</tool_call>",
+                 style="qwen_xml", separator="\n", trigger="<tool_call>\n<function=")
+
+
+def _dsml(name: str, block: str, tag: str, style: str, source: str) -> CallFormat:
+    """DeepSeek's DSML markup (V3.2, V4, V4.1): invokes of XML parameters inside one block."""
+    return CallFormat(name, call_begin=f'<｜DSML｜{tag}invoke name="{{name}}">\n', call_end=f"\n</｜DSML｜{tag}invoke>",
+                      style=style, section=(f"\n\n<｜DSML｜{block}>\n", f"\n</｜DSML｜{block}>"), separator="\n",
+                      thinking=_THINK, source=source)
+
+
+CALL_FORMATS: dict[str, CallFormat] = {f.name: f for f in (
+    CallFormat("qwen_3", call_begin='<tool_call>\n{"name": "{name}", "arguments": ', call_end="}\n</tool_call>",
+               separator="\n", trigger="<tool_call>", thinking=_THINK,
+               source="Qwen3 chat template (qwen3.jinja); vLLM hermes parser; xgrammar get_qwen_3_structural_tag"),
+    CallFormat("qwen_3_5", **_QWEN_XML, thinking=_THINK,
+               source="Qwen3.5 chat template (qwen3_5.jinja); vLLM qwen3_coder parser; xgrammar qwen_3_5"),
+    CallFormat("qwen_3_coder", **_QWEN_XML,
+               source="Qwen3-Coder chat template (qwen3_coder.jinja); vLLM qwen3_coder parser"),
+    CallFormat("kimi", call_begin="<|tool_call_begin|>functions.{name}:", call_end="<|tool_call_end|>",
+               call_id=(r"[0-9]+", "<|tool_call_argument_begin|>"),
+               section=("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"), thinking=_THINK,
+               source="Kimi-K2 chat template (kimi_k2.jinja); vLLM kimi_k2 parser; xgrammar get_kimi_structural_tag"),
+    CallFormat("deepseek_r1", call_begin="<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n",
+               call_end="\n```<｜tool▁call▁end｜>", section=_DS_CALLS, separator="\n", thinking=_THINK,
+               source="DeepSeek-R1 chat template (deepseek_r1.jinja); vLLM deepseek_v3 parser; xgrammar deepseek_r1"),
+    CallFormat("deepseek_v3_1", call_begin="<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>", call_end="<｜tool▁call▁end｜>",
+               section=_DS_CALLS, thinking=_THINK,
+               source="DeepSeek-V3.1 chat template (deepseek_v3_1.jinja); vLLM deepseek_v31 parser; xgrammar"),
+    _dsml("deepseek_v3_2", "function_calls", "", "deepseek_xml",
+          "DeepSeek-V3.2 encoding_dsv32.py (as copied in xgrammar's tests); vLLM deepseek_v32 parser"),
+    _dsml("deepseek_v4", "tool_calls", "", "deepseek_xml",
+          "DeepSeek-V4 encoding_dsv4.py (as copied in xgrammar's tests); vLLM deepseek_v4 parser"),
+    _dsml("deepseek_v4_1", " calls", " ", "deepseek_v4_1_xml", "SGLang encoding_dsv41.py (DeepSeek-V4.1)"),
+    CallFormat("harmony", call_begin="<|start|>assistant to=functions.{name}<|channel|>commentary json<|message|>",
+               call_end="<|call|>", trigger="<|start|>assistant to=functions.",
+               thinking=("<|channel|>analysis<|message|>", "<|end|>"),
+               source="gpt-oss chat template (gpt_oss.jinja); vLLM openai parser; xgrammar harmony"),
+    CallFormat("minimax", call_begin='<invoke name="{name}">\n', call_end="</invoke>\n", style="minimax_xml",
+               section=("<minimax:tool_call>\n", "</minimax:tool_call>"), thinking=_THINK,
+               source="MiniMax-M2 chat template (minimax_m2.jinja); vLLM minimax_m2 parser; xgrammar minimax"),
+    CallFormat("glm_4_7", call_begin="<tool_call>{name}", call_end="</tool_call>", style="glm_xml",
+               trigger="<tool_call>", thinking=_THINK,
+               source="GLM-4.7 chat template (glm_4_7.jinja); vLLM glm47 parser; xgrammar glm_4_7"),
+    CallFormat("exaone", call_begin='<tool_call>{"name": "{name}", "arguments": ', call_end="}</tool_call>",
+               separator="\n", trigger="<tool_call>", thinking=_THINK,
+               source="EXAONE 4.0 chat template (exaone4.jinja, BFCL's copy); vLLM hermes parser; xgrammar exaone"),
+    CallFormat("mistral", call_begin="[TOOL_CALLS]{name}[ARGS]", call_end="", trigger="[TOOL_CALLS]",
+               source="Mistral Small 3.2 chat template (mistral_small_3_2.jinja) without call ids, as "
+                      "mistral-common's tokenizer v13 writes; vLLM mistral parser"),
+    CallFormat("granite", call_begin='{"name": "{name}", "arguments": ', call_end="}", separator=", ",
+               section=("<|tool_call|>[", "]"),
+               source="vLLM's Granite 3 template (granite.jinja) and granite parser (a JSON list after <|tool_call|>)"),
+)}
+
+
+def register_call_format(fmt: CallFormat) -> None:
+    """Add a format (or replace one of the same name) for ``Generator.tool_calls(format=...)``.
+
+    >>> register_call_format(CallFormat("mine", call_begin="<call {name}>", call_end="</call>"))
+    >>> CALL_FORMATS["mine"].opens_with
+    '<call '
+    >>> del CALL_FORMATS["mine"]
+    """
+    if not isinstance(fmt, CallFormat):
+        raise OptionError(f"register_call_format takes a CallFormat, not {type(fmt).__name__}")
+    CALL_FORMATS[fmt.name] = fmt
+
+
+def _tag(fmt: CallFormat, spec: ToolSpec) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"type": "json_schema", "json_schema": open_free_objects(spec.parameters)}
+    if fmt.style != "json":
+        arguments["style"] = fmt.style
+    content = arguments
+    if fmt.call_id is not None:
+        content = {"type": "sequence", "elements": [{"type": "regex", "pattern": fmt.call_id[0]},
+                                                    {"type": "const_string", "value": fmt.call_id[1]}, arguments]}
+    return {"type": "tag", "begin": fmt.begin(spec.name), "content": content, "end": fmt.call_end}
+
+
+def format_structural_tag(fmt: CallFormat, specs: list[ToolSpec], *, choice: str = "auto",
+                          names: tuple[str, ...] | None = None, parallel: bool = True) -> dict[str, Any]:
+    """The structural tag of an answer in ``fmt`` calling the tools in ``names`` (default: all).
+
+    ``choice``: ``"required"`` (calls from the first byte), ``"auto"`` (free text that never
+    holds the trigger, then calls; or calls alone), ``"none"`` (free text only). ``parallel``:
+    one or more calls (False: exactly one).
+    """
+    tags = [_tag(fmt, s) for s in specs if names is None or s.name in names]
+    if choice == "none" or not tags:
+        return {"type": "structural_tag", "format": {"type": "any_text"}}
+    calls: dict[str, Any] = {"type": "tags_with_separator", "tags": tags, "separator": fmt.separator,
+                             "at_least_one": True, "stop_after_first": not parallel}
+    if fmt.section is not None:
+        calls = {"type": "tag", "begin": fmt.section[0], "content": calls, "end": fmt.section[1]}
+    if choice == "required":
+        return {"type": "structural_tag", "format": calls}
+    if calls["type"] == "tag":  # the section is the one triggered tag
+        trigger = fmt.opens_with
+        body = {"type": "triggered_tags", "triggers": [trigger], "tags": [calls], "stop_after_first": True}
+    else:  # free text, then the calls; between and after them nothing but the separators
+        body = {"type": "sequence", "elements": [
+            {"type": "any_text", "excludes": [fmt.opens_with]}, {"type": "optional", "content": calls}]}
+    return {"type": "structural_tag", "format": body}
+
+
+def calls_of(fmt: CallFormat, segments: list[Any]) -> tuple[str | None, list[tuple[str, Any]]]:
+    """(text before the calls or None, [(name, arguments)]) from an answer's segments
+    (:func:`structgen.tasks.segments.segments_of` on :func:`format_structural_tag`'s tag)."""
+    head, tail = fmt.call_begin.split("{name}")
+    text: list[str] = []
+    calls: list[tuple[str, Any]] = []
+    for seg in segments:
+        if seg.kind == "any_text" and not calls:
+            text.append(seg.text)
+        elif seg.kind == "json_schema":
+            begin = seg.tag or ""
+            if not (begin.startswith(head) and begin.endswith(tail)):
+                raise ParseError(f"a call's arguments sit in {begin!r}, not a call of format {fmt.name!r}")
+            calls.append((begin[len(head):len(begin) - len(tail)], seg.value))
+    content = "".join(text).strip() or None
+    return content, calls
+
+
+def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
+    """``calls`` ((name, arguments) pairs) written in ``fmt``, as its grammar spells them.
+
+    >>> write_calls(CALL_FORMATS["glm_4_7"], [("f", {"city": "Paris", "days": 3})])
+    '<tool_call>f<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>'
+    """
+    from structgen.frontends.xml_arguments import XML_STYLES
+
+    parts = []
+    for k, (name, args) in enumerate(calls):
+        if fmt.style == "json":
+            body = argument_json(args)
+        else:
+            xml = XML_STYLES[fmt.style]
+            body = xml.separator.join(
+                xml.opening(key, raw=isinstance(value, str)) + (value if isinstance(value, str) else argument_json(value))
+                + xml.close + xml.after for key, value in args.items())
+        call_id = f"{k}{fmt.call_id[1]}" if fmt.call_id is not None else ""
+        parts.append(fmt.begin(name) + call_id + body + fmt.call_end)
+    text = fmt.separator.join(parts)
+    return fmt.section[0] + text + fmt.section[1] if fmt.section else text
+
+
+def tool_json(spec: ToolSpec) -> str:
+    """One tool as the JSON line a system prompt lists."""
+    return json.dumps({"type": "function", "function": {"name": spec.name, "description": spec.description,
+                                                         "parameters": spec.parameters}}, ensure_ascii=False)

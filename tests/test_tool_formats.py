@@ -1,0 +1,199 @@
+"""Native tool-call formats (structgen/frontends/tool_formats.py), each on the default model's
+real tokenizer, token by token:
+
+- the family's published chat template (tests/fixtures/chat_templates) shows the tools, and the
+  call it writes for an assistant turn is one the format's grammar accepts (where the template
+  and the serving parser disagree, the difference is listed with its reason);
+- BFCL's valid example calls (a sample across its call categories), written in the format, walk
+  the grammar compiled for their case's tools and read back into exactly the same calls;
+- mutants (a wrong function name, a wrong argument type, a missing end tag) are refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+import jinja2.sandbox
+import pytest
+
+import structgen
+from structgen.frontends.structural_tag import read_structural_tag
+from structgen.frontends.tool_calls import read_tools
+from structgen.frontends.tool_formats import CALL_FORMATS, calls_of, format_structural_tag, write_calls
+from structgen.tasks.segments import segments_of
+from toolcall_data import CALL_CATEGORIES, canonical, cases, undeclared_keys
+
+TEMPLATES = Path(__file__).resolve().parent / "fixtures" / "chat_templates"
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                          "days": {"type": "integer"}}, "required": ["city"]}}}
+CALL = {"city": "Paris", "days": 3}
+
+#: format -> (fixture, render options, what the template writes before the call it writes)
+FIXTURES = {
+    "qwen_3": ("qwen3.jinja", {"enable_thinking": False}),
+    "qwen_3_5": ("qwen3_5.jinja", {"enable_thinking": False}),
+    "qwen_3_coder": ("qwen3_coder.jinja", {}),
+    "kimi": ("kimi_k2.jinja", {}),
+    "deepseek_r1": ("deepseek_r1_vllm_tools.jinja", {}),
+    "deepseek_v3_1": ("deepseek_v3_1.jinja", {}),
+    "harmony": ("gpt_oss.jinja", {}),
+    "minimax": ("minimax_m2.jinja", {}),
+    "glm_4_7": ("glm_4_7.jinja", {}),
+    "exaone": ("exaone4.jinja", {}),
+    "mistral": ("mistral_small_3_2.jinja", {}),
+    "granite": ("granite.jinja", {}),
+}
+#: where the template writes a call the format's grammar (the serving parser's reading) refuses
+KNOWN_DIFFERENCES = {
+    "mistral": "the Small 3.2 template writes tokenizer v11's [CALL_ID]...; the format is v13's (no call id)",
+    "granite": "vLLM's Granite template writes the call list with tojson(indent=4); the format is json.dumps spacing",
+}
+#: templates that take a call's arguments as JSON text (they concatenate it)
+TEXT_ARGUMENTS = ("deepseek_v3_1",)
+#: templates that render no tool list (structgen shows the tools in the system turn for them)
+SHOWS_NO_TOOLS = ("deepseek_v3_1",)
+#: formats with no published Jinja template (Python encoders only)
+NO_TEMPLATE = ("deepseek_v3_2", "deepseek_v4", "deepseek_v4_1")
+
+
+def _render(fixture: str, messages: list, **options) -> str:
+    env = jinja2.sandbox.SandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                              extensions=["jinja2.ext.loopcontrols"])
+
+    def tojson(value, indent=None, ensure_ascii=False, **_):
+        return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)
+
+    def fail(message):
+        raise jinja2.TemplateError(message)
+
+    env.filters["tojson"] = tojson
+    env.globals.update(raise_exception=fail, strftime_now=lambda fmt: "07 Dec 2026")
+    template = env.from_string((TEMPLATES / fixture).read_text())
+    return template.render(messages=messages, tools=[WEATHER], bos_token="<s>", eos_token="</s>",
+                           add_generation_prompt=False, **options)
+
+
+def _walk(compiled, text: str, tokenizer) -> str | None:
+    m = compiled.matcher()
+    for k, t in enumerate(tokenizer.encode(text, add_special_tokens=False)):
+        if not m.advance(t):
+            return f"token {k}: {m.last_rejection}"
+    return None if m.can_end() else "incomplete"
+
+
+def _compiled(compiler, fmt, tools, choice="required"):
+    spec = format_structural_tag(fmt, read_tools(tools), choice=choice)
+    return spec, compiler.structural_tag(spec, whitespace="spaced", strict=True, canonical=True)
+
+
+@pytest.fixture(scope="module")
+def compiler(smollm2_tokenizer):
+    return structgen.Compiler(smollm2_tokenizer, disk_cache=False)
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_the_family_template_shows_tools_and_writes_calls_the_grammar_reads(name, compiler, smollm2_tokenizer):
+    fixture, options = FIXTURES[name]
+    fmt = CALL_FORMATS[name]
+    user = {"role": "user", "content": "Weather in Paris for 3 days?"}
+    shown = _render(fixture, [user], **options)
+    assert ("get_weather" in shown) == (name not in SHOWS_NO_TOOLS)
+    call = {"id": "functions.get_weather:0" if name == "kimi" else "a1b2c3d40", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps(CALL) if name in TEXT_ARGUMENTS else CALL}}
+    turn = _render(fixture, [user, {"role": "assistant", "content": "", "tool_calls": [call]}], **options)
+    spec, compiled = _compiled(compiler, fmt, [WEATHER])
+    ours = write_calls(fmt, [("get_weather", CALL)])
+    begin = turn.rfind(ours.lstrip("\n")[:len(fmt.opens_with.lstrip("\n"))])  # past the system text's example
+    if name in KNOWN_DIFFERENCES:
+        assert ours not in turn
+        return
+    assert begin >= 0, turn[-400:]
+    written = turn[begin:]
+    # the template's call, up to where ours ends (the template goes on with its end of turn)
+    tail = ours.lstrip("\n")
+    assert written.startswith(tail), (written[:300], tail)
+    assert _walk(compiled, ours, smollm2_tokenizer) is None
+
+
+def _sample():
+    """Every 40th case of BFCL's call categories whose example calls are all valid (and use
+    only keys their schema declares: tool arguments are closed objects)."""
+    n = 0
+    for category in CALL_CATEGORIES:
+        for case in cases(category):
+            by = {t["function"]["name"]: t["function"]["parameters"] for t in case["tools"]}
+            if all(c["valid_against_normalized_schema"] and not undeclared_keys(by[c["name"]], c["arguments"])
+                   for c in case["example_calls"]):
+                if n % 40 == 0:
+                    yield case
+                n += 1
+
+
+SAMPLE = list(_sample())
+
+
+@pytest.mark.parametrize("name", sorted(CALL_FORMATS))
+def test_bfcl_calls_walk_read_back_and_mutants_are_refused(name, compiler, smollm2_tokenizer):
+    fmt = CALL_FORMATS[name]
+    walked = exact = refused = 0
+    unsupported = []
+    for case in SAMPLE:
+        by = {t["function"]["name"]: t["function"]["parameters"] for t in case["tools"]}
+        calls = [(c["name"], canonical(by[c["name"]], c["arguments"])) for c in case["example_calls"]]
+        try:
+            spec, compiled = _compiled(compiler, fmt, case["tools"])
+        except structgen.UnsupportedFeatureError as err:  # XML styles: raw strings cannot check a format
+            unsupported.append((case["id"], err.keyword))
+            continue
+        text = write_calls(fmt, calls)
+        assert _walk(compiled, text, smollm2_tokenizer) is None, (case["id"], text)
+        walked += 1
+        _, back = calls_of(fmt, segments_of(read_structural_tag(spec), text))
+        assert back == calls, case["id"]
+        exact += 1
+        first_name, first_args = calls[0]
+        mutants = [write_calls(fmt, [(first_name + "_x", first_args)]),  # no such tool
+                   write_calls(fmt, calls)[:-max(1, len((fmt.section or ("", ""))[1]) + len(fmt.call_end))]]
+        for key, value in first_args.items():
+            if isinstance(value, str):  # a string where the schema wants a string: make it a number's place
+                continue
+            mutants.append(write_calls(fmt, [(first_name, {**first_args, key: "not a " + type(value).__name__})]))
+            break
+        if not fmt.call_end and not fmt.section:
+            del mutants[1]  # a format without an end marker (mistral): a cut call may still be a call
+        for mutant in mutants:
+            why = _walk(compiled, mutant, smollm2_tokenizer)
+            if why is None:
+                schema = by[first_name]
+                # a string value replaced by text: still valid where the schema allows strings
+                assert any(t == "string" or (isinstance(t, list) and "string" in t)
+                           for t in [schema.get("properties", {}).get(k, {}).get("type") for k in first_args]), \
+                    (case["id"], mutant)
+            else:
+                refused += 1
+    assert walked + len(unsupported) == len(SAMPLE) and exact == walked
+    assert walked >= len(SAMPLE) * 0.8, unsupported
+    assert refused >= walked
+
+
+@pytest.mark.parametrize("name", sorted(CALL_FORMATS))
+def test_auto_lets_text_come_first_and_none_is_text_only(name, compiler, smollm2_tokenizer):
+    fmt = CALL_FORMATS[name]
+    call = write_calls(fmt, [("get_weather", {"city": "Oslo"})])
+    spec, auto = _compiled(compiler, fmt, [WEATHER], choice="auto")
+    assert _walk(auto, "Sure, let me look.", smollm2_tokenizer) is None
+    assert _walk(auto, "Let me look." + call, smollm2_tokenizer) is None
+    content, calls = calls_of(fmt, segments_of(read_structural_tag(spec), "Let me look." + call))
+    assert (content, calls) == ("Let me look.", [("get_weather", {"city": "Oslo"})])
+    _, none = _compiled(compiler, fmt, [WEATHER], choice="none")
+    assert _walk(none, "Just text.", smollm2_tokenizer) is None
+
+
+def test_unknown_format_names_the_known_ones():
+    from structgen.tasks.tool_calls import read_format
+
+    with pytest.raises(structgen.OptionError, match="qwen_3"):
+        read_format("qwen_9")
