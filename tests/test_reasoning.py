@@ -102,3 +102,24 @@ def test_structural_and_tool_calls_take_reasoning(generator):
     r = generator.tool_calls([add], [{"role": "user", "content": "Add 2."}], tool_choice="required",
                              reasoning=("<think>", "</think>"), thinking_budget=8, max_new_tokens=64)
     assert r.message["tool_calls"][0]["function"]["name"] == "add" and r.reasoning_tokens <= 8
+
+
+def test_the_processor_thinks_as_the_generator_does(generator):
+    import torch
+
+    import structgen
+
+    prompt = "What is 17 + 25? Think step by step first."
+    compiled = structgen.compile_json_schema(ANSWER, generator.tokenizer, whitespace="compact", strict=True,
+                                             canonical=True, model=generator.model)
+    processor = structgen.LogitsProcessor(compiled, reasoning=("<think>", "</think>"), thinking_budget=8,
+                                          tokenizer=generator.tokenizer)
+    ids = generator.prompt_ids(ANSWER, prompt)
+    out = generator.model.generate(torch.tensor([ids]), logits_processor=[processor], max_new_tokens=48,
+                                   do_sample=False, pad_token_id=generator.tokenizer.eos_token_id)
+    new = [t for t in out[0, len(ids):].tolist() if t not in generator.vocabulary.eos_ids]
+    r = generator.json(ANSWER, prompt, reasoning=("<think>", "</think>"), thinking_budget=8, max_new_tokens=48,
+                       speculate=False)
+    assert generator.tokenizer.decode(new) == "<think>" + r.reasoning + "</think>" + r.text
+    with pytest.raises(OptionError, match="needs reasoning"):
+        structgen.LogitsProcessor(compiled, thinking_budget=4)

@@ -167,6 +167,17 @@ def test_compiled_as_generation_compiles_and_cached():
         compile_constraint(read_constraint({"json_schema": {"type": "strnig"}}), BYTES)
 
 
+def test_property_order_is_two_constraints_and_structural_tags_are_one_kind():
+    ab = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}
+    ba = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}}, "required": ["a", "b"]}
+    first, second = (compile_constraint(read_constraint({"json_schema": s}), BYTES) for s in (ab, ba))
+    assert first.matcher().forced_text() == '{"a":' and second.matcher().forced_text() == '{"b":'
+    tag = {"type": "structural_tag", "format": {"type": "tag", "begin": "<n>", "end": "</n>",
+                                                "content": {"type": "json_schema", "json_schema": {"type": "integer"}}}}
+    m = compile_constraint(read_constraint(json.dumps({"structural_tag": tag})), BYTES).matcher()
+    assert m.forced_text() == "<n>" and all(m.advance(b) for b in b"<n>42</n>") and m.can_end()
+
+
 def test_tool_constraints_take_the_templates_format(smollm2_tokenizer):
     compiled = compile_constraint(read_constraint({"tools": TOOLS}), smollm2_tokenizer)
     assert compiled.matcher().forced_text().startswith('<tool_call>[{"name": "get_weather"')  # SmolLM2: "json"

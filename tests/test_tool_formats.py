@@ -197,3 +197,52 @@ def test_unknown_format_names_the_known_ones():
 
     with pytest.raises(structgen.OptionError, match="qwen_3"):
         read_format("qwen_9")
+
+
+CALC = {"type": "custom", "custom": {"name": "calc", "description": "Arithmetic.",
+                                     "format": {"type": "grammar", "grammar": {"syntax": "regex",
+                                                                                "definition": r"[0-9]+( [+*] [0-9]+)*"}}}}
+NOTE = {"type": "custom", "name": "note", "format": {"type": "text"}}  # the Responses API's shape
+LOOSE = {"type": "function", "function": {"name": "loose", "strict": False, "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
+
+
+def test_custom_tools_write_their_input_raw_under_its_grammar(compiler, smollm2_tokenizer):
+    fmt = CALL_FORMATS["harmony"]
+    spec, compiled = _compiled(compiler, fmt, [WEATHER, CALC, NOTE])
+    good = write_calls(fmt, [("calc", "12 + 3 * 4")])
+    assert _walk(compiled, good, smollm2_tokenizer) is None
+    assert _walk(compiled, good.replace("12 + 3", "12 - 3"), smollm2_tokenizer) is not None
+    assert calls_of(fmt, segments_of(read_structural_tag(spec), good)) == (None, [("calc", "12 + 3 * 4")])
+    with pytest.raises(structgen.ToolSpecError, match="custom tools are written raw") as err:
+        _compiled(compiler, CALL_FORMATS["qwen_3"], [WEATHER, CALC])
+    assert err.value.pointer == "/1"
+
+
+def test_allowed_tools_and_strict_false(compiler, smollm2_tokenizer):
+    from structgen.frontends.tool_calls import read_tool_choice
+
+    specs = read_tools([WEATHER, LOOSE, CALC])
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+        {"type": "function", "function": {"name": "loose"}}]}}
+    assert read_tool_choice(choice, specs) == ("required", ("loose",))
+    assert read_tool_choice({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "get_weather"}]},
+                            specs) == ("auto", ("get_weather",))
+    with pytest.raises(structgen.ToolSpecError, match="not among the tools"):
+        read_tool_choice({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "nope"}]}, specs)
+    fmt = CALL_FORMATS["qwen_3"]
+    spec = format_structural_tag(fmt, specs[:2], choice="required", names=("loose",))
+    compiled = compiler.structural_tag(spec, whitespace="spaced", strict=True, canonical=True)
+    extra = write_calls(fmt, [("loose", {"a": 1, "b": 2})])  # strict: false opens the tool's objects
+    assert _walk(compiled, extra, smollm2_tokenizer) is None
+    assert _walk(compiled, write_calls(fmt, [("get_weather", {"city": "Oslo"})]), smollm2_tokenizer) is not None
+
+
+def test_a_custom_tool_call_on_the_model(generator):
+    r = generator.tool_calls([WEATHER, CALC], [{"role": "user", "content": "What is 12 plus 30?"}], format="harmony",
+                             tool_choice={"type": "custom", "custom": {"name": "calc"}}, max_new_tokens=48)
+    (call,) = r.message["tool_calls"]
+    assert call["type"] == "custom" and call["custom"]["name"] == "calc"
+    import re
+
+    assert re.fullmatch(r"[0-9]+( [+*] [0-9]+)*", call["custom"]["input"])

@@ -148,6 +148,20 @@ class ToolSpec:
     description: str
     parameters: Any
     index: int  # position in the tools list, for error pointers
+    #: objects closed to their declared keys (``"strict": false`` on the tool opens them)
+    strict: bool = True
+    #: a custom tool's input: ("lark" | "regex", definition), ("text", ""); None for a function
+    custom: tuple[str, str] | None = None
+
+    def openai(self) -> dict[str, Any]:
+        """The tool as OpenAI's chat-completions request writes it (what a prompt shows)."""
+        if self.custom is None:
+            return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                     "parameters": self.parameters}}
+        kind, definition = self.custom
+        fmt = {"type": "text"} if kind == "text" else {"type": "grammar", "grammar": {"syntax": kind,
+                                                                                     "definition": definition}}
+        return {"type": "custom", "custom": {"name": self.name, "description": self.description, "format": fmt}}
 
 
 def read_tools(tools: Any) -> list[ToolSpec]:
@@ -170,9 +184,17 @@ def read_tools(tools: Any) -> list[ToolSpec]:
         if not isinstance(tool, dict):
             raise ToolSpecError(f"a tool is an object, not {type(tool).__name__}", pointer=where)
         fn = tool
+        if tool.get("type") == "custom":
+            spec = _custom_tool(tool, i, where)
+            if spec.name in seen:
+                raise ToolSpecError(f"the name is used twice (tools {seen[spec.name]} and {i})", tool=spec.name,
+                                    pointer=where + "/name")
+            seen[spec.name] = i
+            specs.append(spec)
+            continue
         if "function" in tool or "type" in tool:
             if tool.get("type", "function") != "function":
-                raise ToolSpecError(f"tool type {tool.get('type')!r} is not supported (only \"function\")",
+                raise ToolSpecError(f"tool type {tool.get('type')!r} is not supported (\"function\" or \"custom\")",
                                     pointer=where + "/type")
             fn = tool.get("function")
             where += "/function"
@@ -211,17 +233,56 @@ def read_tools(tools: Any) -> list[ToolSpec]:
         if params.get("type", "object") != "object":
             raise ToolSpecError(f"parameters must describe an object (\"type\": \"object\"), not "
                                 f"{params.get('type')!r}", tool=name, pointer=ptr + "/type")
-        specs.append(ToolSpec(name, description, params, i))
+        strict = fn.get("strict", tool.get("strict", True))
+        if not isinstance(strict, bool):
+            raise ToolSpecError(f"strict must be true or false, not {strict!r:.40}", tool=name, pointer=where + "/strict")
+        specs.append(ToolSpec(name, description, params, i, strict=strict))
     return specs
+
+
+def _custom_tool(tool: dict[str, Any], i: int, where: str) -> ToolSpec:
+    """An OpenAI custom tool: ``{"type": "custom", "custom": {"name", "description", "format"}}``
+    (Chat Completions) or the same fields beside ``type`` (Responses). ``format`` is
+    ``{"type": "text"}`` (default: free text), or ``{"type": "grammar", "syntax": "lark" |
+    "regex", "definition": ...}`` (Chat Completions nests those three in ``"grammar"``)."""
+    body = tool.get("custom", tool)
+    inner = where + ("/custom" if "custom" in tool else "")
+    if not isinstance(body, dict):
+        raise ToolSpecError('a custom tool is {"type": "custom", "custom": {"name", "format"}}', pointer=where)
+    name = body.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ToolSpecError(f"the name {name!r} is not 1-64 letters, digits, '_', '-' or '.'", pointer=inner + "/name")
+    description = body.get("description", "")
+    if not isinstance(description, str):
+        raise ToolSpecError("the description must be a string", tool=name, pointer=inner + "/description")
+    fmt = body.get("format", {"type": "text"})
+    ptr = inner + "/format"
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("text", "grammar"):
+        raise ToolSpecError('format must be {"type": "text"} or {"type": "grammar", "syntax", "definition"}',
+                            tool=name, pointer=ptr)
+    if fmt["type"] == "text":
+        return ToolSpec(name, description, None, i, custom=("text", ""))
+    grammar = fmt.get("grammar", fmt) if isinstance(fmt.get("grammar"), dict) else fmt
+    syntax, definition = grammar.get("syntax"), grammar.get("definition")
+    if syntax not in ("lark", "regex"):
+        raise ToolSpecError(f'the grammar syntax must be "lark" or "regex", not {syntax!r:.40}', tool=name,
+                            pointer=ptr + "/syntax")
+    if not isinstance(definition, str):
+        raise ToolSpecError("the grammar definition must be a string", tool=name, pointer=ptr + "/definition")
+    return ToolSpec(name, description, None, i, custom=(syntax, definition))
 
 
 def read_tool_choice(choice: Any, specs: list[ToolSpec]) -> tuple[Choice, tuple[str, ...]]:
     """(mode, names of the tools that may be called) for an OpenAI ``tool_choice``.
 
-    ``"auto"``, ``"required"``, ``"none"`` or ``{"type": "function", "function": {"name": n}}``
-    (that one tool, as ``"required"``).
+    ``"auto"``, ``"required"``, ``"none"``, ``{"type": "function", "function": {"name": n}}``
+    or ``{"type": "custom", "custom": {"name": n}}`` (that one tool, as ``"required"``), or
+    ``{"type": "allowed_tools", "allowed_tools": {"mode": "auto" | "required", "tools": [...]}}``
+    (those tools only; Responses-style ``{"type": "function", "name": n}`` entries too).
     """
     names = tuple(s.name for s in specs)
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return _allowed_tools(choice, names)
     if isinstance(choice, str):
         if choice not in ("auto", "required", "none"):
             raise ToolSpecError(f'tool_choice must be "auto", "required", "none" or a named function, not {choice!r}')
@@ -229,7 +290,8 @@ def read_tool_choice(choice: Any, specs: list[ToolSpec]) -> tuple[Choice, tuple[
             raise ToolSpecError(f'tool_choice "{choice}" needs at least one tool')
         return choice, names  # type: ignore[return-value]
     if isinstance(choice, dict):
-        fn = choice.get("function") if choice.get("type", "function") == "function" else None
+        kind = choice.get("type", "function")
+        fn = choice.get(kind, choice) if kind in ("function", "custom") else None
         name = fn.get("name") if isinstance(fn, dict) else None
         if name is None:
             raise ToolSpecError('a named tool_choice is {"type": "function", "function": {"name": ...}}, '
@@ -238,6 +300,25 @@ def read_tool_choice(choice: Any, specs: list[ToolSpec]) -> tuple[Choice, tuple[
             raise ToolSpecError(f"tool_choice names {name!r}, which is not among the tools {list(names)}")
         return "required", (name,)
     raise ToolSpecError(f"tool_choice must be a string or a dict, not {type(choice).__name__}")
+
+
+def _allowed_tools(choice: dict[str, Any], names: tuple[str, ...]) -> tuple[Choice, tuple[str, ...]]:
+    """OpenAI's ``{"type": "allowed_tools", "allowed_tools": {"mode", "tools"}}`` (Chat
+    Completions; Responses puts ``mode`` and ``tools`` beside ``type``): calls of those tools
+    only, ``mode`` ``"auto"`` (text allowed) or ``"required"``."""
+    body = choice.get("allowed_tools", choice)
+    mode, listed = (body.get("mode"), body.get("tools")) if isinstance(body, dict) else (None, None)
+    if mode not in ("auto", "required") or not isinstance(listed, list) or not listed:
+        raise ToolSpecError('allowed_tools is {"mode": "auto" | "required", "tools": [{"type": "function", '
+                            f'"function": {{"name": ...}}}}, ...]}}, not {choice!r:.120}')
+    chosen = []
+    for entry in listed:
+        fn = entry.get("function", entry.get("custom", entry)) if isinstance(entry, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if name not in names:
+            raise ToolSpecError(f"allowed_tools names {name!r}, which is not among the tools {list(names)}")
+        chosen.append(name)
+    return mode, tuple(dict.fromkeys(chosen))
 
 
 # ------------------------------------------------------------------------------- the grammar
@@ -288,6 +369,11 @@ def tool_call_grammar(specs: list[ToolSpec], fmt: ToolFormat, *, choice: Choice 
     if not isinstance(parallel, bool):  # "false" is a non-empty string: it read as true
         raise OptionError(f"parallel_tool_calls must be True or False, not {parallel!r:.40}")
     allowed = [s for s in specs if names is None or s.name in names]
+    custom = next((s for s in allowed if s.custom is not None), None)
+    if custom is not None and choice != "none":
+        raise ToolSpecError(f"custom tools are written raw, and format {fmt.name!r} writes each call as JSON; "
+                            "use a native format whose call body is not JSON (e.g. format='harmony', 'kimi', "
+                            "'deepseek_v3_1', 'mistral')", tool=custom.name, pointer=f"/{custom.index}")
     rules: list[tuple[str, Expr]] = [("root", Seq(()))]
     if choice != "none":
         calls = []
@@ -295,7 +381,7 @@ def tool_call_grammar(specs: list[ToolSpec], fmt: ToolFormat, *, choice: Choice 
             try:
                 with recursion_room():  # open_free_objects recurses per level, as the walk does
                     sub, _ = translate_schema(open_free_objects(spec.parameters), whitespace="spaced",
-                                              strict=strict, canonical=True)
+                                              strict=strict and spec.strict, canonical=True)
             except UnsupportedFeatureError as err:
                 raise _in_tool(err, spec) from err
             except SchemaError as err:

@@ -27,11 +27,10 @@ Example
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from structgen.errors import OptionError, ParseError
+from structgen.errors import OptionError, ParseError, ToolSpecError
 from structgen.frontends.tool_calls import ToolSpec, argument_json, open_free_objects
 
 __all__ = ["CallFormat", "CALL_FORMATS", "register_call_format", "format_structural_tag", "calls_of",
@@ -147,7 +146,11 @@ def register_call_format(fmt: CallFormat) -> None:
 
 
 def _tag(fmt: CallFormat, spec: ToolSpec) -> dict[str, Any]:
-    arguments: dict[str, Any] = {"type": "json_schema", "json_schema": open_free_objects(spec.parameters)}
+    if spec.custom is not None:
+        return {"type": "tag", "begin": fmt.begin(spec.name), "content": _custom_input(fmt, spec),
+                "end": fmt.call_end}
+    schema = open_free_objects(spec.parameters)
+    arguments: dict[str, Any] = {"type": "json_schema", "json_schema": schema if spec.strict else opened(schema)}
     if fmt.style != "json":
         arguments["style"] = fmt.style
     content = arguments
@@ -155,6 +158,49 @@ def _tag(fmt: CallFormat, spec: ToolSpec) -> dict[str, Any]:
         content = {"type": "sequence", "elements": [{"type": "regex", "pattern": fmt.call_id[0]},
                                                     {"type": "const_string", "value": fmt.call_id[1]}, arguments]}
     return {"type": "tag", "begin": fmt.begin(spec.name), "content": content, "end": fmt.call_end}
+
+
+def _custom_input(fmt: CallFormat, spec: ToolSpec) -> dict[str, Any]:
+    """The content of a custom tool's call: its input raw, under its grammar (or free)."""
+    if fmt.style != "json" or fmt.call_begin.rstrip().endswith(":") or fmt.call_id is not None:
+        raise ToolSpecError(f"custom tools are written raw, and format {fmt.name!r} writes a call's arguments as "
+                            "JSON or XML parameters; use a format whose call body is free (e.g. 'harmony', "
+                            "'deepseek_v3_1', 'mistral')", tool=spec.name, pointer=f"/{spec.index}")
+    kind, definition = spec.custom or ("text", "")
+    if kind == "lark":
+        return {"type": "grammar", "grammar": definition}
+    if kind == "regex":
+        return {"type": "regex", "pattern": definition}
+    return {"type": "any_text"}
+
+
+def opened(schema: Any) -> Any:
+    """``schema`` with every object that does not say ``additionalProperties`` open (what a
+    tool with ``"strict": false`` means where the other tools' objects are closed).
+
+    >>> opened({"type": "object", "properties": {"a": {"type": "object", "properties": {}}}})
+    {'type': 'object', 'properties': {'a': {'type': 'object', 'properties': {}, 'additionalProperties': True}}, 'additionalProperties': True}
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: opened(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [opened(sub) for sub in value]
+        elif key in _SCHEMA_VALUES:
+            out[key] = opened(value)
+    types = out.get("type")
+    if (types == "object" or (isinstance(types, list) and "object" in types) or "properties" in out) \
+            and "additionalProperties" not in out:
+        out["additionalProperties"] = True
+    return out
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_VALUES = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
 
 
 def format_structural_tag(fmt: CallFormat, specs: list[ToolSpec], *, choice: str = "auto",
@@ -192,7 +238,8 @@ def calls_of(fmt: CallFormat, segments: list[Any]) -> tuple[str | None, list[tup
     for seg in segments:
         if seg.kind == "any_text" and not calls:
             text.append(seg.text)
-        elif seg.kind == "json_schema":
+        elif seg.kind == "json_schema" or (seg.kind in ("grammar", "regex", "any_text") and seg.tag is not None
+                                           and seg.pointer.endswith("/content")):
             begin = seg.tag or ""
             if not (begin.startswith(head) and begin.endswith(tail)):
                 raise ParseError(f"a call's arguments sit in {begin!r}, not a call of format {fmt.name!r}")
@@ -211,7 +258,9 @@ def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
 
     parts = []
     for k, (name, args) in enumerate(calls):
-        if fmt.style == "json":
+        if isinstance(args, str):  # a custom tool's raw input
+            body = args
+        elif fmt.style == "json":
             body = argument_json(args)
         else:
             xml = XML_STYLES[fmt.style]
@@ -224,7 +273,3 @@ def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
     return fmt.section[0] + text + fmt.section[1] if fmt.section else text
 
 
-def tool_json(spec: ToolSpec) -> str:
-    """One tool as the JSON line a system prompt lists."""
-    return json.dumps({"type": "function", "function": {"name": spec.name, "description": spec.description,
-                                                         "parameters": spec.parameters}}, ensure_ascii=False)

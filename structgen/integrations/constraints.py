@@ -15,7 +15,10 @@ per request. Exactly one of these keys says what the output must be:
 - ``"tools"``: OpenAI tool specs, with ``"tool_choice"`` (``"required"`` by default, ``"auto"``,
   ``"none"`` or ``{"type": "function", "function": {"name": ...}}``), ``"parallel_tool_calls"``
   and ``"format"`` (the tokenizer's own tool format when its chat template has one, else
-  ``"json"``), as :meth:`structgen.Generator.tool_calls` decodes them.
+  ``"json"``), as :meth:`structgen.Generator.tool_calls` decodes them;
+- ``"structural_tag"``: a structural tag in xgrammar's JSON format (what vLLM's own
+  ``structured_outputs.structural_tag`` takes), compiled as :meth:`structgen.Generator.structural`
+  does.
 
 Over HTTP the object travels as JSON text (vLLM's ``vllm_xargs`` only carries strings and numbers).
 A malformed object is an :class:`~structgen.errors.OptionError` naming the key; a schema, grammar
@@ -52,9 +55,9 @@ __all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "allo
            "BYTES", "SQL_DIRS_VARIABLE"]
 
 #: The keys that name a constraint, one per request.
-KINDS = ("json_schema", "grammar", "regex", "sql", "tools")
+KINDS = ("json_schema", "grammar", "regex", "sql", "tools", "structural_tag")
 _OPTIONS = {"json_schema": {"whitespace"}, "grammar": {"start"}, "regex": set(), "sql": set(),
-            "tools": {"tool_choice", "parallel_tool_calls", "format"}}
+            "tools": {"tool_choice", "parallel_tool_calls", "format"}, "structural_tag": {"whitespace"}}
 #: 256 one-byte tokens: a constraint compiled over it is checked without the model's tokenizer.
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
 #: The folders a ``sql`` constraint may name databases in (:func:`allowed_database`).
@@ -102,13 +105,14 @@ def read_constraint(spec: Any) -> Constraint:
         raise OptionError(f"unknown key(s) {sorted(unknown)} in a {kind!r} constraint; "
                           f"it takes {sorted(_OPTIONS[kind]) or 'no options'}")
     value = spec[kind]
-    if kind in ("json_schema", "tools") and isinstance(value, str):
+    if kind in ("json_schema", "tools", "structural_tag") and isinstance(value, str):
         value = _json_text(value, f"the constraint's {kind!r}")
     if kind in ("grammar", "regex", "sql") and not isinstance(value, str):
         raise OptionError(f"the constraint's {kind!r} must be a string, not {type(value).__name__}")
     options = tuple(sorted((k, v) for k, v in spec.items() if k != kind))
     try:
-        key = json.dumps([kind, value, options], sort_keys=True, ensure_ascii=False, default=repr)
+        # not sort_keys: a schema's properties are written in their order, so two orders are two grammars
+        key = json.dumps([kind, value, options], ensure_ascii=False, default=repr)
     except (ValueError, RecursionError, TypeError) as err:  # contains itself, nests too deeply, mixed key types
         raise OptionError(f"the structgen constraint cannot be written as JSON: {err}") from err
     check_input_size(key, "the structgen constraint (as JSON text)")  # a dict is measured as text is
@@ -197,6 +201,9 @@ def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar
         return compiler.regex(spec.value)
     if spec.kind == "sql":
         return compile_sql(allowed_database(spec.value), compiler.vocabulary, strict=True, whitespace="spaces")
+    if spec.kind == "structural_tag":
+        return compiler.structural_tag(spec.value, whitespace=spec.option("whitespace", "compact"), strict=True,
+                                       canonical=True)
     specs = read_tools(spec.value)
     mode, names = read_tool_choice(spec.option("tool_choice", "required"), specs)
     grammar = tool_call_grammar(specs, tool_format(spec, tokenizer), choice=mode, names=names,

@@ -53,6 +53,13 @@ class LogitsProcessor(transformers.LogitsProcessor):
         A compiled grammar (:func:`structgen.compile_json_schema`, ``compile_grammar``,
         ``compile_regex``, ``compile_sql``, ``compile_tool_calls``), shared by every row; or a
         list of them, one per prompt of the batch. All must share one vocabulary.
+    reasoning, thinking_budget
+        ``(start, end)`` thinking markers: each row first thinks (free text that never holds
+        ``end``; the start marker is left out where the prompt already ends with it), then
+        follows its grammar; after ``thinking_budget`` tokens of thinking the end marker is
+        forced (:mod:`structgen.tasks.reasoning`), as :meth:`structgen.Generator.json` does.
+    tokenizer
+        Spells the end marker canonically (default: the vocabulary's longest tokens).
 
     Raises
     ------
@@ -74,7 +81,8 @@ class LogitsProcessor(transformers.LogitsProcessor):
     [[-inf, -inf, 0.0]]
     """
 
-    def __init__(self, compiled: Any) -> None:
+    def __init__(self, compiled: Any, *, reasoning: "tuple[str, str] | None" = None,
+                 thinking_budget: int | None = None, tokenizer: Any = None) -> None:
         grammars = list(compiled) if isinstance(compiled, (list, tuple)) else [compiled]
         if not grammars:
             raise OptionError("LogitsProcessor needs a compiled grammar (or a list of them, one per prompt)")
@@ -90,6 +98,8 @@ class LogitsProcessor(transformers.LogitsProcessor):
                               "model's tokenizer (and the same model= or vocab_size=)")
         self.grammars = grammars
         self.vocabulary: Vocabulary = grammars[0].vocabulary
+        self._thinking = _thinking_options(reasoning, thinking_budget, tokenizer)
+        self._thinking_grammars: dict[tuple[int, bool], Any] = {}
         self._prompt: torch.Tensor | None = None
         self._width = 0
         self._rows: BatchRows | None = None
@@ -132,7 +142,35 @@ class LogitsProcessor(transformers.LogitsProcessor):
         self._outputs = [[] for _ in range(rows)]
 
     def _matcher_for(self, row: int, rows: int) -> Any:
-        return self.grammars[row // (rows // len(self.grammars))].matcher()
+        k = row // (rows // len(self.grammars))
+        if self._thinking is None:
+            return self.grammars[k].matcher()
+        from structgen.tasks.reasoning import ThinkingGrammar
+
+        markers, budget, end_ids = self._thinking
+        assert self._prompt is not None
+        prompt = self.vocabulary.token_bytes([t for t in self._prompt[row].tolist() if t < self.vocabulary.size])
+        opened = prompt.rstrip().endswith(markers[0].encode())  # the template opened the thinking
+        got = self._thinking_grammars.get((k, opened))
+        if got is None:
+            got = ThinkingGrammar(self.grammars[k], markers, opened=opened, budget=budget, end_ids=end_ids)
+            self._thinking_grammars[(k, opened)] = got
+        return got.matcher()
+
+
+def _thinking_options(reasoning: Any, budget: Any, tokenizer: Any) -> "tuple[tuple[str, str], int | None, Any] | None":
+    """The processor's thinking: markers, budget and the end marker's canonical tokens."""
+    if reasoning is None:
+        if budget is not None:
+            raise OptionError("thinking_budget needs reasoning=(start, end)")
+        return None
+    if not (isinstance(reasoning, (tuple, list)) and len(reasoning) == 2 and all(isinstance(m, str) and m
+                                                                                  for m in reasoning)):
+        raise OptionError(f"reasoning must be a (start, end) pair of marker strings, not {reasoning!r:.80}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+        raise OptionError(f"thinking_budget must be an int >= 0, not {budget!r:.40}")
+    end_ids = list(tokenizer.encode(reasoning[1], add_special_tokens=False)) if tokenizer is not None else None
+    return (reasoning[0], reasoning[1]), budget, end_ids
 
 
 def _check_inputs(input_ids: Any, scores: Any) -> None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 
 from structgen.decoding.masking import Masker
+from structgen.decoding.thinking import ThinkingMatcher
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError, shown
@@ -95,7 +96,7 @@ class BatchRows:
         if matcher is None:
             self.rows.pop(index, None)
             return
-        if not isinstance(matcher, Matcher):
+        if not isinstance(matcher, (Matcher, ThinkingMatcher)):
             raise OptionError(f"BatchRows.add: row {index}'s matcher must be a structgen Matcher or None, "
                               f"not {type(matcher).__name__}")
         if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):

@@ -30,7 +30,7 @@ from structgen.frontends.structural_tag import free_text
 if TYPE_CHECKING:
     from structgen.tasks.context import ModelContext
 
-__all__ = ["KNOWN_MARKERS", "thinking_markers", "with_thinking", "split_thinking"]
+__all__ = ["KNOWN_MARKERS", "ThinkingGrammar", "spelled", "thinking_markers", "with_thinking", "split_thinking"]
 
 #: Thinking markers found in chat templates, as (start, end).
 KNOWN_MARKERS: tuple[tuple[str, str], ...] = (("<think>", "</think>"),)
@@ -53,6 +53,66 @@ def thinking_markers(tokenizer: Any, reasoning: "bool | tuple[str, str]") -> tup
                       "has none; pass them: reasoning=('<think>', '</think>')")
 
 
+class ThinkingGrammar:
+    """A compiled grammar behind a thinking block: ``[start] thinking end G``, whose matchers
+    keep the thinking budget (:class:`~structgen.decoding.thinking.ThinkingMatcher`). It stands
+    where a compiled grammar does (``.matcher()``, ``.vocabulary``), e.g. in
+    :class:`structgen.LogitsProcessor`.
+
+    ``opened``: the prompt already wrote the start marker (the output starts inside the thinking).
+    ``end_ids``: the end marker's canonical tokens (default: the longest tokens that spell it).
+    """
+
+    def __init__(self, compiled: Any, markers: tuple[str, str], *, opened: bool = False,
+                 budget: int | None = None, end_ids: "list[int] | None" = None, compiler: Any = None) -> None:
+        from structgen.engine.compiler import compiler_for
+
+        start, end = markers
+        g = compiled.grammar
+        head = [] if opened else [Lit(start.encode())]
+        wrapped = Grammar((("thinking'", seq(*head, free_text((end,)), Lit(end.encode()), Ref(g.start))), *g.rules),
+                          "thinking'")
+        compiler = compiler or compiler_for(compiled.vocabulary)
+        self.compiled = compiler.grammar(wrapped, source=compiled.source)
+        self.vocabulary = compiled.vocabulary
+        self.markers, self.opened, self.budget = (start.encode(), end.encode()), opened, budget
+        self.end_ids = list(end_ids) if end_ids is not None else spelled(self.vocabulary, end.encode())
+        if self.vocabulary.token_bytes(self.end_ids) != end.encode():
+            raise OptionError(f"the end marker {end!r} is a special token of this tokenizer: markers must be text here")
+
+    def matcher(self) -> ThinkingMatcher:
+        start, end = self.markers
+        return ThinkingMatcher(self.compiled.matcher(), start=None if self.opened else start, end=end,
+                               end_ids=self.end_ids, budget=self.budget)
+
+
+def spelled(vocabulary: Any, data: bytes) -> list[int]:
+    """``data`` spelled in the longest tokens of ``vocabulary`` (a spelling the grammar allows,
+    when no tokenizer gives the canonical one).
+
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> spelled(Vocabulary([b"<", b"/", b"t", b">", b"</t", None], eos_ids=[5]), b"</t>")
+    [4, 3]
+    """
+    table: dict[bytes, int] = {}
+    for tid in range(vocabulary.size):
+        piece = vocabulary.token_bytes([tid])
+        if piece and piece not in table:
+            table[piece] = tid
+    longest = max(map(len, table), default=1)
+    out, at = [], 0
+    while at < len(data):
+        for size in range(min(longest, len(data) - at), 0, -1):
+            tid = table.get(data[at:at + size])
+            if tid is not None:
+                out.append(tid)
+                at += size
+                break
+        else:
+            raise OptionError(f"no token of the vocabulary spells {data[at:at + 1]!r} of the marker {data!r}")
+    return out
+
+
 def with_thinking(context: "ModelContext", request: Any) -> tuple[Any, tuple[bytes, bytes, bool]]:
     """``request`` (a :class:`~structgen.tasks.jobs.Decode`) with its grammar behind the thinking
     (and its budget); the markers and whether the prompt opened the thinking, for
@@ -66,17 +126,10 @@ def with_thinking(context: "ModelContext", request: Any) -> tuple[Any, tuple[byt
     start, end = thinking_markers(context.tokenizer, config.reasoning)
     prompt = context.vocabulary.token_bytes(list(request.prompt_ids)).rstrip()
     opened = prompt.endswith(start.encode())
-    g = inner.compiled.grammar
-    head = [] if opened else [Lit(start.encode())]
-    wrapped = Grammar((("thinking'", seq(*head, free_text((end,)), Lit(end.encode()), Ref(g.start))), *g.rules),
-                      "thinking'")
-    compiled = context.compiler.grammar(wrapped, source=inner.compiled.source)
-    end_ids = list(context.tokenizer.encode(end, add_special_tokens=False))
-    if context.vocabulary.token_bytes(end_ids) != end.encode():
-        raise OptionError(f"the end marker {end!r} is a special token of this tokenizer: markers must be text here")
-    matcher = ThinkingMatcher(compiled.matcher(), start=None if opened else start.encode(), end=end.encode(),
-                              end_ids=end_ids, budget=config.thinking_budget)
-    return replace(request, matcher=matcher), (start.encode(), end.encode(), opened)
+    thinking = ThinkingGrammar(inner.compiled, (start, end), opened=opened, budget=config.thinking_budget,
+                               end_ids=list(context.tokenizer.encode(end, add_special_tokens=False)),
+                               compiler=context.compiler)
+    return replace(request, matcher=thinking.matcher()), (start.encode(), end.encode(), opened)
 
 
 def split_thinking(context: "ModelContext", tokens: list[int], markers: tuple[bytes, bytes, bool]) -> tuple[str, list[int]]:

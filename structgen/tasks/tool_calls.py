@@ -245,8 +245,7 @@ def _template_shape(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _openai_tool(spec: ToolSpec) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": spec.name, "description": spec.description,
-                                             "parameters": spec.parameters}}
+    return spec.openai()
 
 
 def _rendered(tokenizer: Any, specs: list[ToolSpec], messages: list[dict[str, Any]], fmt: ToolFormat) -> str:
@@ -356,6 +355,10 @@ def _message(specs: list[ToolSpec], content: str | None, calls: list[tuple[str, 
     if calls:
         message["tool_calls"] = []
         for name, args in calls:
+            if isinstance(args, str):  # a custom tool's raw input
+                message["tool_calls"].append({"id": "call_" + secrets.token_hex(12), "type": "custom",
+                                              "custom": {"name": name, "input": args}})
+                continue
             _check_arguments(by_name[name], args, text)
             message["tool_calls"].append({
                 "id": "call_" + secrets.token_hex(12), "type": "function",
