@@ -223,7 +223,7 @@ def test_parse_calls_reads_what_call_text_writes():
     ([{"type": "function", "function": {"parameters": {}}}], None, "/0/function", "no name"),
     ([ADD, tool("add", {})], "add", "/1/function/name", "used twice"),
     ([tool("bad name!", {})], None, "/0/function/name", "letters, digits"),
-    ([{"type": "retrieval"}], None, "/0/type", "only \"function\""),
+    ([{"type": "retrieval"}], None, "/0/type", "(\"function\" or \"custom\")"),
     ([tool("f", {"x": {"type": "objec"}})], "f", "/0/function/parameters/properties/x/type", "not a valid JSON schema"),
     ([{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}], "f",
      "/0/function/parameters/type", "must describe an object"),
