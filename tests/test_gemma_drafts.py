@@ -44,3 +44,17 @@ def test_drafted_gemma_equals_step_by_step(gemma):
     assert stats.speculation == "on" and stats.drafted_tokens > 0
     assert stats.rejected_drafts > 0  # some draft was refused: the window's rollback was used
     assert stats.forward_passes < step_stats.forward_passes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [0, 16, 64])
+def test_gemma_reasons_within_its_budget_drafted_as_stepped(gemma, budget):
+    """Gemma 3's template has no thinking markers: explicit ones, each budget, the answer valid."""
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
+              "additionalProperties": False}
+    runs = [gemma.json(schema, "What is 17 + 25? Think first.", reasoning=("<think>", "</think>"),
+                       thinking_budget=budget, max_new_tokens=96, speculate=speculate) for speculate in (True, False)]
+    drafted, stepped = runs
+    assert (drafted.token_ids, drafted.reasoning) == (stepped.token_ids, stepped.reasoning)
+    assert set(drafted.value) == {"answer"} and drafted.reasoning_tokens <= budget
+    assert "</think>" not in drafted.reasoning + drafted.text

@@ -123,3 +123,11 @@ def test_the_processor_thinks_as_the_generator_does(generator):
     assert generator.tokenizer.decode(new) == "<think>" + r.reasoning + "</think>" + r.text
     with pytest.raises(OptionError, match="needs reasoning"):
         structgen.LogitsProcessor(compiled, thinking_budget=4)
+
+
+def test_a_budget_spent_inside_a_character_waits_for_its_end():
+    m = _thinking(1)
+    assert all(m.advance(b) for b in b"<t>")
+    assert m.advance("é".encode()[0])  # the budget is spent on half a character
+    assert m.allowed_token_ids() != [ord("<")] and m.advance("é".encode()[1])
+    assert m.allowed_token_ids() == [ord("<")]

@@ -4,7 +4,8 @@ The grammar of a reasoning answer is ``[start] thinking end answer`` (the thinki
 never holds the end marker, so it is written once). :class:`ThinkingMatcher` wraps that
 grammar's matcher and counts the tokens written inside the thinking; when the count reaches the
 budget it allows only the end marker's tokens, in their canonical spelling, one whole token at a
-time (a token is never cut). The mask stays a pure function of the tokens so far, so drafted and
+time (a token is never cut; a budget spent inside a multi-byte character lets its remaining bytes
+come first, a token or two past the budget). The mask stays a pure function of the tokens so far, so drafted and
 step-by-step decoding still produce the same tokens, and the forced marker is forced text, so it
 is drafted.
 
@@ -44,6 +45,18 @@ class _Phase:
     seen: bytes = b""  # the output's bytes up to here, kept only while a marker is looked for
 
 
+def _whole_characters(tail: bytes) -> bool:
+    """Whether ``tail`` (the end of the output) ends between UTF-8 characters: the end marker
+    cannot follow half a character, so a budget spent inside one waits for its last byte."""
+    for back in range(1, min(4, len(tail)) + 1):
+        byte = tail[-back]
+        if byte < 0x80:
+            return True
+        if byte >= 0xC0:  # a lead byte: its character needs this many bytes
+            return back == (2 if byte < 0xE0 else 3 if byte < 0xF0 else 4)
+    return not tail
+
+
 class ThinkingMatcher:
     """A matcher (see :class:`~structgen.engine.matcher.Matcher`) whose thinking has a budget.
 
@@ -64,7 +77,8 @@ class ThinkingMatcher:
     # ---------------------------------------------------------------- the phase machine
 
     def _forcing(self, phase: _Phase) -> _Phase:
-        if phase.name == "thinking" and self._budget is not None and phase.count >= self._budget:
+        if phase.name == "thinking" and self._budget is not None and phase.count >= self._budget \
+                and _whole_characters(phase.seen):
             return _Phase("forced", phase.count, self._end_ids)
         return phase
 
@@ -81,7 +95,7 @@ class ThinkingMatcher:
             seen = phase.seen + data
             if self._end in seen:
                 return _Phase("answer")
-            return self._forcing(_Phase("thinking", phase.count + 1, (), seen[-len(self._end):]))
+            return self._forcing(_Phase("thinking", phase.count + 1, (), seen[-max(len(self._end), 4):]))
         if phase.name == "forced":
             queue = phase.queue[1:]
             return _Phase("forced", phase.count, queue) if queue else _Phase("answer")
