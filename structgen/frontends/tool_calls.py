@@ -58,7 +58,7 @@ from structgen.core.depth import MAX_NESTING, recursion_room, too_deep
 from structgen.frontends.json_text import UTF8_MULTI
 
 __all__ = ["ToolFormat", "FORMATS", "ToolSpec", "ToolSpecError", "read_tools", "read_tool_choice",
-           "tool_call_grammar", "open_free_objects", "call_text", "parse_calls", "Choice"]
+           "tool_call_grammar", "open_free_objects", "opened", "call_text", "parse_calls", "Choice"]
 
 Choice = Literal["auto", "required", "none"]
 
@@ -425,23 +425,43 @@ def open_free_objects(schema: Any) -> Any:
     >>> open_free_objects({"type": "object", "properties": {"d": {"type": "object"}}})
     {'type': 'object', 'properties': {'d': {'type': 'object', 'additionalProperties': True}}}
     """
+    return _opening(schema, lambda out: _object_typed(out) and not any(k in out for k in _OBJECT_KEYS))
+
+
+def opened(schema: Any) -> Any:
+    """``schema`` with every object that does not say ``additionalProperties`` open (what a
+    tool with ``"strict": false`` means where the other tools' objects are closed).
+
+    >>> opened({"type": "object", "properties": {"a": {"type": "object"}}})
+    {'type': 'object', 'properties': {'a': {'type': 'object', 'additionalProperties': True}}, 'additionalProperties': True}
+    """
+    return _opening(schema, lambda out: (_object_typed(out) or "properties" in out)
+                    and "additionalProperties" not in out)
+
+
+def _opening(schema: Any, opens: Any) -> Any:
+    """A copy of ``schema`` where each object schema for which ``opens(it)`` holds (and every
+    one inside it) says ``additionalProperties: true``."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
     for key in _SCHEMA_MAPS:
         if isinstance(out.get(key), dict):
-            out[key] = {k: open_free_objects(v) for k, v in out[key].items()}
+            out[key] = {k: _opening(v, opens) for k, v in out[key].items()}
     for key in _SCHEMA_LISTS:
         if isinstance(out.get(key), list):
-            out[key] = [open_free_objects(v) for v in out[key]]
+            out[key] = [_opening(v, opens) for v in out[key]]
     for key in _SCHEMA_VALUES:
         if key in out:
-            out[key] = open_free_objects(out[key])
-    types = out.get("type")
-    if (types == "object" or (isinstance(types, list) and "object" in types)) \
-            and not any(k in out for k in _OBJECT_KEYS):
+            out[key] = _opening(out[key], opens)
+    if opens(out):
         out["additionalProperties"] = True
     return out
+
+
+def _object_typed(schema: dict[str, Any]) -> bool:
+    types = schema.get("type")
+    return types == "object" or (isinstance(types, list) and "object" in types)
 
 
 def _in_tool(err: UnsupportedFeatureError, spec: ToolSpec) -> UnsupportedFeatureError:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structgen.errors import OptionError, ParseError, ToolSpecError
-from structgen.frontends.tool_calls import ToolSpec, argument_json, open_free_objects
+from structgen.frontends.tool_calls import ToolSpec, argument_json, open_free_objects, opened
 
 __all__ = ["CallFormat", "CALL_FORMATS", "register_call_format", "format_structural_tag", "calls_of",
            "write_calls"]
@@ -172,35 +172,6 @@ def _custom_input(fmt: CallFormat, spec: ToolSpec) -> dict[str, Any]:
     if kind == "regex":
         return {"type": "regex", "pattern": definition}
     return {"type": "any_text"}
-
-
-def opened(schema: Any) -> Any:
-    """``schema`` with every object that does not say ``additionalProperties`` open (what a
-    tool with ``"strict": false`` means where the other tools' objects are closed).
-
-    >>> opened({"type": "object", "properties": {"a": {"type": "object", "properties": {}}}})
-    {'type': 'object', 'properties': {'a': {'type': 'object', 'properties': {}, 'additionalProperties': True}}, 'additionalProperties': True}
-    """
-    if not isinstance(schema, dict):
-        return schema
-    out = dict(schema)
-    for key, value in schema.items():
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: opened(sub) for name, sub in value.items()}
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [opened(sub) for sub in value]
-        elif key in _SCHEMA_VALUES:
-            out[key] = opened(value)
-    types = out.get("type")
-    if (types == "object" or (isinstance(types, list) and "object" in types) or "properties" in out) \
-            and "additionalProperties" not in out:
-        out["additionalProperties"] = True
-    return out
-
-
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_VALUES = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
 
 
 def format_structural_tag(fmt: CallFormat, specs: list[ToolSpec], *, choice: str = "auto",

@@ -74,14 +74,7 @@ def template_format(tokenizer: Any) -> ToolFormat | None:
         return None
     for fmt in FORMATS.values():
         if fmt.template_markers and all(m in source for m in fmt.template_markers):
-            probe = [{"role": "user", "content": "?"}]
-            tool = {"type": "function", "function": {"name": "probe_tool", "description": "",
-                                                     "parameters": {"type": "object", "properties": {}}}}
-            try:
-                shown = tokenizer.apply_chat_template(probe, tools=[tool], tokenize=False)
-            except Exception:  # noqa: BLE001 - a template that cannot show tools is not used for them
-                return None
-            return fmt if "probe_tool" in shown else None
+            return fmt if _shows_tools(tokenizer) else None
     return None
 
 
@@ -133,11 +126,8 @@ def tool_prompt(tokenizer: Any, specs: list[ToolSpec], messages: Any,
                 pass
         return _rendered(tokenizer, specs, checked, _native_shown(fmt)), fmt, "structgen"
     if own is not None and own == fmt:
-        shaped = [_template_shape(m) for m in checked]
         try:
-            text = tokenizer.apply_chat_template(shaped, tools=[_openai_tool(s) for s in specs],
-                                                 add_generation_prompt=True, tokenize=False)
-            return text, fmt, "template"
+            return _template_text(tokenizer, specs, checked), fmt, "template"
         except Exception:  # noqa: BLE001 - e.g. Llama 3.1's template refuses two calls in one turn
             pass
     return _rendered(tokenizer, specs, checked, fmt), fmt, "structgen"
@@ -147,7 +137,7 @@ def _shows_tools(tokenizer: Any) -> bool:
     """Whether the chat template renders ``tools=`` (a tool's name shows in the prompt)."""
     if not isinstance(getattr(tokenizer, "chat_template", None), str):
         return False
-    probe = [{"role": "user", "content": "?"}]
+    probe = [{"role": "user", "content": "?"}]  # one message with a tool: a template ignoring tools= shows no name
     tool = {"type": "function", "function": {"name": "probe_tool", "description": "",
                                              "parameters": {"type": "object", "properties": {}}}}
     try:
