@@ -419,13 +419,19 @@ class Generator:
             ``"auto"`` (default): text, or calls, or text then calls; the text is free until the
             model opens a call and is never empty. ``"required"``: calls only, from the first
             token. ``{"type": "function", "function": {"name": n}}``: calls of ``n`` only.
-            ``"none"``: text only.
+            ``"none"``: text only. ``{"type": "allowed_tools", "allowed_tools": {"mode": "auto" |
+            "required", "tools": [...]}}``: calls of those tools only. Custom tools (``{"type":
+            "custom", ...}`` with a lark or regex grammar, or free text) need a native format
+            whose call body is not JSON (``"harmony"``, ``"deepseek_v3_1"``, ``"mistral"``).
         parallel_tool_calls
             One or more calls (default); ``False``: exactly one.
         format
-            ``"hermes"``, ``"llama3"``, ``"json"`` or a :class:`~structgen.frontends.tool_calls.ToolFormat`;
-            default: the chat template's own format, else ``"json"`` (see
-            :mod:`structgen.tasks.tool_calls`).
+            ``"hermes"``, ``"llama3"`` (or ``"llama"``), ``"json"``, a model family's native format
+            (``"qwen_3"``, ``"qwen_3_5"``, ``"kimi"``, ``"deepseek_r1"``, ``"harmony"``,
+            ``"glm_4_7"``, ``"mistral"``, ...: :data:`structgen.frontends.tool_formats.CALL_FORMATS`),
+            or a ``ToolFormat``/``CallFormat``; default: the chat template's own format, else
+            ``"json"`` (see :mod:`structgen.tasks.tool_calls`). Whatever the format, ``message``
+            holds OpenAI-shaped ``tool_calls``.
         strict
             Objects in the arguments take only the keys they declare unless they say
             ``additionalProperties`` (default, as OpenAI's strict mode; an object that declares
