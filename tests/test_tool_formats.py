@@ -246,3 +246,21 @@ def test_a_custom_tool_call_on_the_model(generator):
     import re
 
     assert re.fullmatch(r"[0-9]+( [+*] [0-9]+)*", call["custom"]["input"])
+
+
+def test_an_optional_xml_argument_no_value_fits_is_left_out_as_in_json():
+    """BFCL's live_multiple_148-58-2 has an optional array with an enum of strings: no value."""
+    from structgen.engine.vocab import Vocabulary
+
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+    never = {"type": "array", "enum": ["a", "b"]}
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer"}, "m": never}, "required": ["n"]}}}
+    fmt = CALL_FORMATS["qwen_3_5"]
+    spec = format_structural_tag(fmt, read_tools([tool]), choice="required")
+    m = structgen.compile_structural_tag(spec, vocab, whitespace="spaced", strict=True, canonical=True).matcher()
+    assert all(m.advance(b) for b in write_calls(fmt, [("f", {"n": 1})]).encode()) and m.can_end()
+    tool["function"]["parameters"]["required"] = ["n", "m"]
+    with pytest.raises(structgen.UnsupportedFeatureError, match="enum") as err:
+        structgen.compile_structural_tag(format_structural_tag(fmt, read_tools([tool]), choice="required"), vocab)
+    assert err.value.pointer.endswith("/json_schema/properties/m")

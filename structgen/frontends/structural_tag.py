@@ -460,9 +460,13 @@ class _Builder:
             sub, _ = translate_schema(schema, whitespace=self.whitespace, strict=self.strict,
                                       canonical=self.canonical)
         except UnsupportedFeatureError as err:
-            raise UnsupportedFeatureError(err.keyword, pointer=ptr + err.pointer, hint=err.hint) from err
+            moved: SchemaError = UnsupportedFeatureError(err.keyword, pointer=ptr + err.pointer, hint=err.hint)
+            moved.no_value = err.no_value  # an optional XML argument with no value is left out
+            raise moved from err
         except SchemaError as err:
-            raise StructuralTagError(_message(err), pointer=ptr + err.pointer) from err
+            moved = StructuralTagError(_message(err), pointer=ptr + err.pointer)
+            moved.no_value = err.no_value
+            raise moved from err
         return self._embedded(sub)
 
     @staticmethod

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from structgen.core.ir import Expr, Lit, Repeat, Seq, alt, seq
-from structgen.errors import ParseError, UnsupportedFeatureError
+from structgen.errors import ParseError, SchemaError, UnsupportedFeatureError, is_no_value
 
 __all__ = ["XmlStyle", "XML_STYLES", "xml_arguments", "read_xml_arguments"]
 
@@ -109,7 +109,12 @@ def xml_arguments(schema: Any, style: str, json_value: Callable[[Any, str], Expr
     items: list[tuple[Expr, bool]] = []
     for key, sub in properties.items():
         where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}"
-        value = _value(sub, xml, json_value, text, where)
+        try:
+            value = _value(sub, xml, json_value, text, where)
+        except SchemaError as err:
+            if is_no_value(err) and key not in required:
+                continue  # no value fits: an optional argument that is never written (as in JSON)
+            raise
         opening = xml.opening(key, raw=_is_string(sub))
         items.append((seq(Lit(opening.encode()), value, Lit((xml.close + xml.after).encode())), key in required))
     extra = schema.get("additionalProperties", not properties)
