@@ -61,22 +61,17 @@ sys.path[:0] = [str(ROOT / "benchmarks")]
 def fresh_cache_dir() -> None:
     """Point structgen's disk cache at a new folder for the run (unless ``STRUCTGEN_CACHE_DIR``
     is set), so no grammar or parse-state fact an earlier run saved is read; the converted model
-    and tokenizer are linked from the usual cache (loading them is not measured), the pass-cost
-    curves and the cache's key copied (a serving process has learned its curve)."""
+    and tokenizer are linked from the usual cache (loading them is not measured). No pass-cost
+    curve is copied: structgen starts from its default curve and learns in the run (a curve
+    learned on a busy machine and saved there would otherwise decide the drafts)."""
     if "STRUCTGEN_CACHE_DIR" in os.environ:
         return
-    import shutil
-
     from structgen.engine.disk_cache import cache_dir
 
     home, new = cache_dir(), Path(tempfile.mkdtemp(prefix="structgen-bench-"))
     for name in ("models", "tokenizers", "gguf"):
         if (home / name).is_dir():
             (new / name).symlink_to(home / name, target_is_directory=True)
-    if (home / "costs").is_dir():
-        shutil.copytree(home / "costs", new / "costs")
-    if (home / "cache.key").is_file():
-        shutil.copy2(home / "cache.key", new / "cache.key")
     os.environ["STRUCTGEN_CACHE_DIR"] = str(new)
 
 import toolcalls  # noqa: E402  -- case loading, lenient parsing and judging, shared
@@ -98,7 +93,12 @@ class Bench:
 
         self.args = args
         self.model, self.tokenizer = default_model()
-        self.gen = structgen.Generator(self.model, self.tokenizer)
+        from structgen.decoding.costs import PassCosts
+
+        # one learning curve for the three structgen engines, reported before and after
+        self.pass_costs = PassCosts.for_model(self.model)
+        self.costs_before = dict(self.pass_costs.relative)
+        self.gen = structgen.Generator(self.model, self.tokenizer, pass_costs=self.pass_costs)
         self.xgr_compiler = None
         if "xgrammar" in args.engines:
             import xgrammar
@@ -303,7 +303,12 @@ def summary_row(label: str, engine: str, recs: list[dict]) -> list[str]:
             f"{statistics.median(seconds):.2f}", f"{p90:.2f}", thinking]
 
 
-def write_report(args: argparse.Namespace, records: list[dict], wall: float, load: tuple[list, list]) -> None:
+def curve(relative: dict[int, float]) -> str:
+    return ", ".join(f"{k}: {v:.3g}" for k, v in sorted(relative.items()))
+
+
+def write_report(args: argparse.Namespace, records: list[dict], wall: float, load: tuple[list, list],
+                 bench: Bench) -> None:
     header = ["category", "engine", "n", "all calls valid", "names right", "arguments exact", "no call",
               "cap hit", "failed", "new tokens (mean)", "passes per token", "s / case p50", "s / case p90",
               "thinking tokens (mean)"]
@@ -328,9 +333,15 @@ def write_report(args: argparse.Namespace, records: list[dict], wall: float, loa
     lines = ["# Agents' tool calls on BFCL: formats, reasoning, native formats, xgrammar", ""]
     lines += run_lines(args.threads, load, wall, package_versions(["torch", "transformers", "xgrammar",
                                                                    "jsonschema"]))
+    during = sorted(r["load"] for r in records)
+    lines += [f"- 1-minute load average after each case: median {statistics.median(during):.2f}, "
+              f"min {during[0]:.2f}, max {during[-1]:.2f} ({os.cpu_count()} cores; others' work shares them)"]
     lines += [f"- SmolLM2-135M-Instruct (structgen's default model), greedy, `max_new_tokens={args.max_new_tokens}`, "
               f"first {args.per_category} cases of each of {', '.join(args.categories)} ({len(records)} cases), "
-              f"engines interleaved per case; thinking budget {args.thinking_budget}", ""]
+              f"engines interleaved per case; thinking budget {args.thinking_budget}",
+              f"- structgen's pass costs (a pass over n new positions relative to one over 1, which sizes its "
+              f"drafts): `PassCosts.for_model(model)` in a fresh cache folder, learning as it decodes: before "
+              f"{{{curve(bench.costs_before)}}}, after {{{curve(bench.pass_costs.relative)}}}", ""]
     if overview:
         lines += ["## Overview (the four call categories pooled; irrelevance apart)", "", overview, ""]
     lines += ["## Per category", "", *("\n\n".join(tables).split("\n")), ""]
@@ -456,6 +467,7 @@ def main(argv: list[str] | None = None) -> None:
             if rec[engine].get("violation"):
                 print(f"!!! {case['id']} {engine}: {rec[engine].get('failure') or rec[engine].get('text')!r}",
                       flush=True)
+        rec["load"] = os.getloadavg()[0]
         records.append(rec)
         if args.dump:
             with args.dump.open("a", encoding="utf-8") as f:
@@ -467,7 +479,7 @@ def main(argv: list[str] | None = None) -> None:
             short = "".join(k[0] if v else "-" for k, v in m.items()) if "parsed" in m else ("n" if m["no_call"] else "-")
             marks.append(f"{engine} {short} {x['seconds']:.1f}s" + (" FAIL" if "failure" in x else ""))
         print(f"[{n}/{len(cases)}] {case['id']}: " + " | ".join(marks), flush=True)
-    write_report(args, records, time.perf_counter() - started, (load_before, list(os.getloadavg())))
+    write_report(args, records, time.perf_counter() - started, (load_before, list(os.getloadavg())), bench)
 
 
 if __name__ == "__main__":
