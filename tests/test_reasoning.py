@@ -68,14 +68,39 @@ def test_options_are_checked():
         DecodeConfig(reasoning=("<think>",))
 
 
-def test_markers_from_a_chat_template_that_has_them(smollm2_tokenizer):
+@pytest.mark.parametrize("fixture, markers", [
+    ("qwen3.jinja", ("<think>", "</think>")),
+    ("kimi_k2_thinking.jinja", ("<think>", "</think>")),
+    ("gpt_oss.jinja", ("<|channel|>analysis<|message|>", "<|end|><|start|>assistant<|channel|>final<|message|>")),
+    ("cohere_command_r7b.jinja", ("<|START_THINKING|>", "<|END_THINKING|>")),
+])
+def test_markers_from_a_chat_template_that_has_them(fixture, markers, smollm2_tokenizer):
     import copy
+
+    family = copy.copy(smollm2_tokenizer)
+    family.chat_template = (TEMPLATES / fixture).read_text()
+    assert thinking_markers(family, True) == markers
+    with pytest.raises(OptionError, match="has none"):
+        thinking_markers(smollm2_tokenizer, True)
+
+
+def test_the_templates_thinking_switch_follows_reasoning(smollm2_tokenizer):
+    """Qwen 3's enable_thinking: off, the prompt closes an empty thinking block, so the answer
+    starts where the model expects it; on, the model opens the thinking itself."""
+    import copy
+
+    from structgen.frontends.tool_calls import read_tools
+    from structgen.frontends.tool_formats import CALL_FORMATS
+    from structgen.tasks.tool_calls import tool_prompt
 
     qwen = copy.copy(smollm2_tokenizer)
     qwen.chat_template = (TEMPLATES / "qwen3.jinja").read_text()
-    assert thinking_markers(qwen, True) == ("<think>", "</think>")
-    with pytest.raises(OptionError, match="has none"):
-        thinking_markers(smollm2_tokenizer, True)
+    tools = read_tools([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+    messages = [{"role": "user", "content": "Call f."}]
+    off, _, by = tool_prompt(qwen, tools, messages, CALL_FORMATS["qwen_3"], thinking=False)
+    on, _, _ = tool_prompt(qwen, tools, messages, CALL_FORMATS["qwen_3"], thinking=True)
+    assert by == "template" and off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert on.endswith("<|im_start|>assistant\n")
 
 
 @pytest.mark.parametrize("budget", [0, 16, 64])
@@ -131,3 +156,57 @@ def test_a_budget_spent_inside_a_character_waits_for_its_end():
     assert m.advance("é".encode()[0])  # the budget is spent on half a character
     assert m.allowed_token_ids() != [ord("<")] and m.advance("é".encode()[1])
     assert m.allowed_token_ids() == [ord("<")]
+
+
+def test_markers_that_are_special_tokens_are_written_with_those_tokens(smollm2_tokenizer):
+    """Qwen 3, DeepSeek and Kimi have <think> and </think> as single special tokens: on such a
+    tokenizer (the default model's with them added) the thinking starts and ends with them, and
+    the budget forces the end marker's own token."""
+    import copy
+
+    from tokenizers import AddedToken
+
+    import structgen
+    from structgen.tasks.reasoning import ThinkingGrammar
+
+    family = copy.deepcopy(smollm2_tokenizer)
+    family.add_tokens([AddedToken(t, special=True, normalized=False) for t in ("<think>", "</think>")],
+                      special_tokens=True)
+    start, end = family.convert_tokens_to_ids(["<think>", "</think>"])
+    compiler = structgen.Compiler(family, disk_cache=False)
+    compiled = compiler.json_schema(ANSWER, whitespace="compact")
+    assert compiled.vocabulary.tokens[start] is None  # a special token never matches JSON text
+    think = ThinkingGrammar(compiled, ("<think>", "</think>"), budget=3, compiler=compiler,
+                            end_ids=family.encode("</think>", add_special_tokens=False))
+    assert think.end_ids == [end] and think.vocabulary.token_bytes([start, end]) == b"<think></think>"
+    m = think.matcher()
+    head = family.encode("<think>a b c", add_special_tokens=False)
+    assert head[0] == start and len(head) == 4
+    assert all(m.advance(t) for t in head)
+    assert m.allowed_token_ids() == [end]
+    answer = family.encode('</think>{"answer":4}', add_special_tokens=False)
+    assert answer[0] == end and all(m.advance(t) for t in answer) and m.can_end()
+    # the answer's JSON cannot hold the markers' tokens
+    m = think.matcher()
+    assert all(m.advance(t) for t in family.encode('<think>x</think>{"answer":', add_special_tokens=False))
+    assert not m.advance(start) and not m.advance(end)
+
+
+def test_reasoning_true_reads_a_bundled_templates_markers(generator):
+    """The default model with Qwen 3's chat template (tests/fixtures): reasoning=True finds
+    <think>/</think> there and turns the template's enable_thinking on; the thinking is kept
+    apart, within its budget, and drafted output is identical to step-by-step."""
+    import copy
+
+    import structgen
+
+    qwen = copy.copy(generator.tokenizer)
+    qwen.chat_template = (TEMPLATES / "qwen3.jinja").read_text()
+    g = structgen.Generator(generator.model, qwen)
+    runs = [g.json(ANSWER, "What is 17 + 25?", reasoning=True, thinking_budget=12, max_new_tokens=64,
+                   speculate=speculate) for speculate in (True, False)]
+    assert (runs[0].token_ids, runs[0].reasoning) == (runs[1].token_ids, runs[1].reasoning)
+    r = runs[0]
+    assert set(r.value) == {"answer"} and r.reasoning_tokens <= 12 and "</think>" not in r.reasoning
+    ids = g.prompt_ids(ANSWER, "What is 17 + 25?")  # reasoning off: the template closed an empty block
+    assert qwen.decode(ids).endswith("<think>\n\n</think>\n\n")

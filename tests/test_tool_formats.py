@@ -1,5 +1,7 @@
-"""Native tool-call formats (structgen/frontends/tool_formats.py), each on the default model's
-real tokenizer, token by token:
+"""Native tool-call formats (structgen/frontends/tool_formats.py), token by token on the default
+model's real tokenizer (markers written as text) and on the family's tokenizer: the default
+model's with the family's special tokens added (``CallFormat.special_tokens``; the families' own
+tokenizers are not installable here), where each marker is one special token:
 
 - the family's published chat template (tests/fixtures/chat_templates) shows the tools, and the
   call it writes for an assistant turn is one the format's grammar accepts (where the template
@@ -78,10 +80,34 @@ def _render(fixture: str, messages: list, **options) -> str:
 
 def _walk(compiled, text: str, tokenizer) -> str | None:
     m = compiled.matcher()
-    for k, t in enumerate(tokenizer.encode(text, add_special_tokens=False)):
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    for k, t in enumerate(ids):
         if not m.advance(t):
             return f"token {k}: {m.last_rejection}"
+    if compiled.vocabulary.text_bytes(ids) != text.encode():
+        return "the tokens' text is not the text"
     return None if m.can_end() else "incomplete"
+
+
+_FAMILIES: dict[str, tuple] = {}
+
+
+def _family(name: str, tokenizer):
+    """(the family's tokenizer, its compiler, its special tokens' ids): the default model's
+    tokenizer with the format's special tokens added, as the family's vocabulary has them."""
+    got = _FAMILIES.get(name)
+    if got is None:
+        import copy
+
+        from tokenizers import AddedToken
+
+        family = copy.deepcopy(tokenizer)
+        specials = CALL_FORMATS[name].special_tokens
+        family.add_tokens([AddedToken(t, special=True, normalized=False) for t in specials], special_tokens=True)
+        ids = {t: family.convert_tokens_to_ids(t) for t in specials}
+        assert all(i >= len(tokenizer) for i in ids.values())
+        got = _FAMILIES[name] = (family, structgen.Compiler(family, disk_cache=False), ids)
+    return got
 
 
 def _compiled(compiler, fmt, tools, choice="required"):
@@ -94,8 +120,9 @@ def compiler(smollm2_tokenizer):
     return structgen.Compiler(smollm2_tokenizer, disk_cache=False)
 
 
+@pytest.mark.parametrize("family", [False, True], ids=["text-markers", "family-tokens"])
 @pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_the_family_template_shows_tools_and_writes_calls_the_grammar_reads(name, compiler, smollm2_tokenizer):
+def test_the_family_template_shows_tools_and_writes_calls_the_grammar_reads(name, family, compiler, smollm2_tokenizer):
     fixture, options = FIXTURES[name]
     fmt = CALL_FORMATS[name]
     user = {"role": "user", "content": "Weather in Paris for 3 days?"}
@@ -115,7 +142,17 @@ def test_the_family_template_shows_tools_and_writes_calls_the_grammar_reads(name
     # the template's call, up to where ours ends (the template goes on with its end of turn)
     tail = ours.lstrip("\n")
     assert written.startswith(tail), (written[:300], tail)
-    assert _walk(compiled, ours, smollm2_tokenizer) is None
+    if not family:
+        assert _walk(compiled, ours, smollm2_tokenizer) is None
+        return
+    tokenizer, family_compiler, special = _family(name, smollm2_tokenizer)
+    # the whole rendered conversation tokenizes with the family's special tokens, and its call walks
+    rendered = tokenizer.encode(turn, add_special_tokens=False)
+    used = {t for t, i in special.items() if i in rendered}
+    assert used == {t for t in special if t in turn}
+    _, compiled = _compiled(family_compiler, fmt, [WEATHER])
+    assert compiled.vocabulary.marked_ids <= set(special.values())
+    assert _walk(compiled, ours, tokenizer) is None
 
 
 def _sample():
@@ -136,8 +173,10 @@ SAMPLE = list(_sample())
 
 
 @pytest.mark.parametrize("name", sorted(CALL_FORMATS))
-def test_bfcl_calls_walk_read_back_and_mutants_are_refused(name, compiler, smollm2_tokenizer):
+def test_bfcl_calls_walk_read_back_and_mutants_are_refused(name, smollm2_tokenizer):
+    """On the family's tokenizer: every marker the calls write is its special token."""
     fmt = CALL_FORMATS[name]
+    tokenizer, compiler, special = _family(name, smollm2_tokenizer)
     walked = exact = refused = 0
     unsupported = []
     for case in SAMPLE:
@@ -149,9 +188,12 @@ def test_bfcl_calls_walk_read_back_and_mutants_are_refused(name, compiler, smoll
             unsupported.append((case["id"], err.keyword))
             continue
         text = write_calls(fmt, calls)
-        assert _walk(compiled, text, smollm2_tokenizer) is None, (case["id"], text)
+        assert _walk(compiled, text, tokenizer) is None, (case["id"], text)
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert {i for t, i in special.items() if t in text} <= set(ids)
         walked += 1
-        _, back = calls_of(fmt, segments_of(read_structural_tag(spec), text))
+        back_text = compiled.vocabulary.text_bytes(ids).decode()  # the answer's text, from its tokens
+        _, back = calls_of(fmt, segments_of(read_structural_tag(spec), back_text))
         assert back == calls, case["id"]
         exact += 1
         first_name, first_args = calls[0]
@@ -165,7 +207,7 @@ def test_bfcl_calls_walk_read_back_and_mutants_are_refused(name, compiler, smoll
         if not fmt.call_end and not fmt.section:
             del mutants[1]  # a format without an end marker (mistral): a cut call may still be a call
         for mutant in mutants:
-            why = _walk(compiled, mutant, smollm2_tokenizer)
+            why = _walk(compiled, mutant, tokenizer)
             if why is None:
                 schema = by[first_name]
                 # a string value replaced by text: still valid where the schema allows strings

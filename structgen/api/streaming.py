@@ -44,7 +44,7 @@ class TextChunks:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def push(self, tokens: list[int]) -> str:
-        return self.decoder.decode(self.vocab.token_bytes(tokens))
+        return self.decoder.decode(self.vocab.text_bytes(tokens))
 
     def close(self) -> str:
         return self.decoder.decode(b"", final=True)

@@ -208,7 +208,9 @@ class ForcedText:
         self.ends = ends if ends is not None else DraftEnds()
 
     def propose(self, matcher: Matcher, tokens: Sequence[int], limit: int) -> Draft:
-        draft = self.ends.trim(forced_draft(matcher, self.tokenizer, self.vocab, limit, self.ends.prefer))
+        # the grammar's vocabulary: a format's markers may be special tokens spelled there only
+        vocab = getattr(matcher, "vocabulary", None) or self.vocab
+        draft = self.ends.trim(forced_draft(matcher, self.tokenizer, vocab, limit, self.ends.prefer))
         return Draft(tuple(draft), self.name)
 
     def record(self, draft: Draft, kept: int, choice: int | None = None) -> None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,7 +34,7 @@ from structgen.engine.compiled import CompiledGrammar
 from structgen.engine.disk_cache import DISK_CACHE_ENV as DISK_CACHE_ENV  # named here as before
 from structgen.engine.disk_cache import disk_cache_enabled
 from structgen.engine.lru import LRUCache
-from structgen.engine.vocab import vocabulary_for
+from structgen.engine.vocab import Vocabulary, vocabulary_for
 from structgen.errors import CompileError, EmptyLanguageError, GrammarError, SchemaError, shown
 
 __all__ = ["Compiler", "compiler_for", "is_response_format", "parse_schema", "pydantic_model", "read_grammar_source",
@@ -161,20 +162,35 @@ class Compiler:
         The IR is cached by the spec's JSON text and the options: agents send the same tools
         request after request, and reading their schemas again is most of a compile.
         """
-        from structgen.frontends.structural_tag import read_structural_tag, structural_tag_grammar
+        from structgen.frontends.structural_tag import fixed_strings, read_structural_tag, structural_tag_grammar
 
         try:
             key: str | None = json.dumps([spec, whitespace, strict, canonical])  # key order is meaning: not sorted
         except (TypeError, ValueError, RecursionError):  # not JSON data: read_structural_tag says why
             key = None
-        ir = self._tags.get(key) if key is not None else None
-        if ir is None:
+        got = self._tags.get(key) if key is not None else None
+        if got is None:
             with self._compiling():
-                ir = structural_tag_grammar(read_structural_tag(spec), whitespace=whitespace, strict=strict,
-                                            canonical=canonical)
+                tag = read_structural_tag(spec)
+                got = (structural_tag_grammar(tag, whitespace=whitespace, strict=strict, canonical=canonical),
+                       self.vocabulary.markers_in(fixed_strings(tag)))
             if key is not None:
-                self._tags[key] = ir
-        return self.grammar(ir, source=spec, kind="grammar")
+                self._tags[key] = got
+        ir, markers = got
+        return self.marked(markers).grammar(ir, source=spec, kind="grammar")
+
+    def marked(self, markers: Iterable[int]) -> "Compiler":
+        """The compiler of this vocabulary with the special tokens ``markers`` spelling their text
+        (:meth:`~structgen.engine.vocab.Vocabulary.with_markers`): a format whose markers are
+        special tokens of the tokenizer compiles there, so the model's own marker token matches.
+        ``self`` when there are none."""
+        vocab = self.vocabulary.with_markers(markers)
+        if vocab is self.vocabulary:
+            return self
+        got = _MARKED.get(vocab)
+        if got is None:
+            got = _MARKED[vocab] = Compiler(vocab, disk_cache=self.disk_cache, budget=self.budget)
+        return got
 
     def regex(self, pattern: str, *, ignore_case: bool = False, dotall: bool = False) -> CompiledGrammar:
         """Compile a regular expression over text; see :func:`compile_regex`."""
@@ -336,6 +352,8 @@ def read_grammar_source(grammar: "str | os.PathLike[str]") -> tuple[str, str, Pa
 
 
 COMPILERS: dict[str, Compiler] = {}
+#: compilers of marked vocabularies (:meth:`Compiler.marked`), living as long as the vocabulary
+_MARKED: "weakref.WeakKeyDictionary[Vocabulary, Compiler]" = weakref.WeakKeyDictionary()
 
 
 def compiler_for(tokenizer: Any, *, vocab_size: int | None = None, generation_config: Any = None) -> Compiler:

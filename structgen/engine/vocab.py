@@ -205,7 +205,7 @@ class Vocabulary:
     """
 
     def __init__(self, tokens: Iterable[bytes | None], *, eos_ids: Iterable[int],
-                 size: int | None = None, name: str = "") -> None:
+                 size: int | None = None, name: str = "", specials: "dict[int, bytes] | None" = None) -> None:
         self.tokens: list[bytes | None] = _checked_tokens(tokens)
         self.size = max(_checked_size(size), len(self.tokens))
         if self.size == 0:
@@ -230,6 +230,14 @@ class Vocabulary:
         self.reads_cache: LRUCache = LRUCache(READS_CACHE_ENTRIES)
         #: names of the mask-fact files in this vocabulary's disk cache folder (listed lazily)
         self.facts_on_disk: set[str] | None = None
+        #: the text of each special token (which spells nothing here): a format's markers
+        #: (:meth:`with_markers`) and an output's text (:meth:`text_bytes`) read it
+        self.specials: dict[int, bytes] = {int(i): bytes(t) for i, t in (specials or {}).items()
+                                           if 0 <= int(i) < self.size and self.tokens[int(i)] is None}
+        self._marked: dict[frozenset[int], Vocabulary] = {}
+        #: the vocabulary this one was marked from (:meth:`with_markers`), and the ids it marked
+        self.base: Vocabulary = self
+        self.marked_ids: frozenset[int] = frozenset()
 
     @property
     def words(self) -> int:
@@ -239,6 +247,74 @@ class Vocabulary:
     def token_bytes(self, token_ids: Iterable[int]) -> bytes:
         """The bytes that ``token_ids`` spell (special tokens spell nothing)."""
         return b"".join(self.tokens[t] or b"" for t in token_ids)
+
+    def text_bytes(self, token_ids: Iterable[int]) -> bytes:
+        """The bytes of an output's text: as :meth:`token_bytes`, but a special token other than
+        an end of sequence spells its own text (a format's marker the grammar let through).
+
+        >>> v = Vocabulary([b"a", None, None], eos_ids=[2], specials={1: b"<m>", 2: b"</s>"})
+        >>> v.token_bytes([1, 0, 2]), v.text_bytes([1, 0, 2])
+        (b'a', b'<m>a')
+        """
+        return b"".join(self.tokens[t] or (b"" if t in self.eos_ids else self.specials.get(t, b""))
+                        for t in token_ids)
+
+    def markers_in(self, texts: Iterable[str]) -> frozenset[int]:
+        """The special tokens whose text occurs in one of ``texts`` (a grammar's fixed strings:
+        tags' begins and ends, triggers, separators).
+
+        >>> v = Vocabulary([b"a", None, None], eos_ids=[], specials={1: b"<m>", 2: b"<n>"})
+        >>> sorted(v.markers_in(["x<m>y", "<n"]))
+        [1]
+        """
+        base = self.base
+        by_text = base._special_ids
+        if not by_text:
+            return frozenset()
+        sizes = sorted({len(t) for t in by_text})
+        firsts = {t[0] for t in by_text}
+        found: set[int] = set()
+        for text in texts:
+            data = text.encode("utf-8", "surrogatepass")
+            for at, byte in enumerate(data):
+                if byte in firsts:
+                    for size in sizes:
+                        found.update(by_text.get(data[at:at + size], ()))
+        return frozenset(found)
+
+    @cached_property
+    def _special_ids(self) -> dict[bytes, tuple[int, ...]]:
+        out: dict[bytes, list[int]] = {}
+        for tid, text in self.specials.items():
+            if text and tid not in self.eos_ids:
+                out.setdefault(text, []).append(tid)
+        return {t: tuple(ids) for t, ids in out.items()}
+
+    def with_markers(self, ids: Iterable[int]) -> "Vocabulary":
+        """This vocabulary with the special tokens ``ids`` spelling their text (a format's markers
+        on a tokenizer that has them as special tokens: the grammar's marker then matches the
+        model's own token). One vocabulary per set of ids, kept; ``self`` when none is new.
+
+        >>> v = Vocabulary([b"a", None, None], eos_ids=[2], specials={1: b"<m>"})
+        >>> m = v.with_markers([1])
+        >>> m.tokens[1], m.with_markers([1]) is m, v.with_markers([]) is v
+        (b'<m>', True, True)
+        """
+        base = self.base
+        wanted = frozenset(int(i) for i in ids if int(i) in base.specials and int(i) not in base.eos_ids)
+        wanted |= self.marked_ids
+        if wanted == self.marked_ids:
+            return self
+        got = base._marked.get(wanted)
+        if got is None:
+            tokens = list(base.tokens)
+            for tid in wanted:
+                tokens[tid] = base.specials[tid]
+            got = Vocabulary(tokens, eos_ids=base.eos_ids, size=base.size, specials=base.specials,
+                             name=f"{base.name}+{len(wanted)} markers")
+            got.base, got.marked_ids = base, wanted
+            base._marked[wanted] = got
+        return got
 
     @cached_property
     def fingerprint(self) -> str:
@@ -258,10 +334,12 @@ class Vocabulary:
         return ids_to_mask(sorted(self.eos_ids), self.words)
 
     def __getstate__(self) -> dict:
-        return {"tokens": self.tokens, "size": self.size, "eos_ids": self.eos_ids, "name": self.name}
+        return {"tokens": self.tokens, "size": self.size, "eos_ids": self.eos_ids, "name": self.name,
+                "specials": self.specials}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["tokens"], eos_ids=state["eos_ids"], size=state["size"], name=state["name"])
+        self.__init__(state["tokens"], eos_ids=state["eos_ids"], size=state["size"], name=state["name"],
+                      specials=state.get("specials"))
 
     def __repr__(self) -> str:
         return f"Vocabulary({self.name or 'unnamed'}, size={self.size}, eos={sorted(self.eos_ids)})"
@@ -286,12 +364,14 @@ class Vocabulary:
         byte_level = _family(tokenizer, pieces) == BYTE_LEVEL
         special = set(getattr(tokenizer, "all_special_ids", []) or [])
         added_text: dict[int, str] = {}
+        special_text: dict[int, bytes] = {}
         for tid, tok in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items():
             content = str(getattr(tok, "content", tok))
             # Gemma leaves markers like <start_of_image> and [multimodal] unflagged: treat
             # bracketed single words as control tokens too, never as text.
             if getattr(tok, "special", False) or _CONTROL.match(content):
                 special.add(int(tid))
+                special_text[int(tid)] = content.encode("utf-8", "replace")
             else:
                 added_text[int(tid)] = content
         tokens: list[bytes | None] = []
@@ -310,7 +390,7 @@ class Vocabulary:
             eos.add(int(tokenizer.eos_token_id))
         eos |= _generation_eos(generation_config)
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-        return cls(tokens, eos_ids=eos, size=vocab_size, name=str(name))
+        return cls(tokens, eos_ids=eos, size=vocab_size, name=str(name), specials=special_text)
 
 
 def _checked_tokens(tokens: Any) -> "list[bytes | None]":
@@ -543,7 +623,7 @@ def vocabulary_for(tokenizer: Any, *, vocab_size: int | None = None,
     if vocab is None:
         if is_vocab:
             vocab = Vocabulary(tokenizer.tokens, eos_ids=tokenizer.eos_ids | extra, size=width,
-                               name=tokenizer.name)
+                               name=tokenizer.name, specials=tokenizer.specials)
         else:
             vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=width, eos_ids=extra)
         built[key] = vocab

@@ -53,8 +53,9 @@ from structgen.core.ir import Alt, ByteClass, Expr, Grammar, Lit, Ref, Repeat, S
 from structgen.core.limits import check_input_size
 from structgen.errors import GrammarError, SchemaError, StructuralTagError, UnsupportedFeatureError
 from structgen.frontends.json_text import UTF8_MULTI
+from structgen.frontends.xml_arguments import XML_STYLES
 
-__all__ = ["read_structural_tag", "structural_tag_grammar", "StructuralTag", "Whitespace", "TEXT_CHAR",
+__all__ = ["fixed_strings", "read_structural_tag", "structural_tag_grammar", "StructuralTag", "Whitespace", "TEXT_CHAR",
            "free_text"]
 
 Whitespace = Literal["flexible", "compact", "spaced"]
@@ -138,6 +139,43 @@ def read_structural_tag(spec: Any) -> StructuralTag:
         tag = StructuralTag(spec, spec, "")
     _check(tag.format, tag.root, 0)
     return tag
+
+
+#: fields whose strings are written as they are (a tokenizer's special token may spell them)
+_FIXED = ("value", "begin", "end", "triggers", "separator")
+
+
+def fixed_strings(tag: StructuralTag) -> list[str]:
+    """The strings a structural tag writes as they are: constants, tags' begins and ends,
+    triggers, separators, dispatch patterns (where a format's special-token markers sit).
+
+    >>> fixed_strings(read_structural_tag({"type": "tag", "begin": "<a>", "end": ["</a>", "</b>"],
+    ...                                    "content": {"type": "json_schema", "json_schema": {"const": "x"}}}))
+    ['<a>', '</a>', '</b>']
+    """
+    out: list[str] = []
+    todo = [tag.format]
+    while todo:
+        fmt = todo.pop()
+        if isinstance(fmt, list):
+            todo.extend(reversed(fmt))
+            continue
+        if not isinstance(fmt, dict):
+            continue
+        for key in _FIXED:
+            value = fmt.get(key)
+            out.extend([value] if isinstance(value, str) else [v for v in value or () if isinstance(v, str)]
+                       if isinstance(value, list) else [])
+        if fmt.get("type") == "json_schema" and fmt.get("style", "json") in XML_STYLES:
+            xml = XML_STYLES[fmt["style"]]  # the arguments' markup (GLM's <arg_key> is a special token)
+            out.extend([xml.open, xml.close, xml.separator, xml.after])
+        if fmt.get("type") == "dispatch":
+            out.extend(rule[0] for rule in fmt["rules"])
+            todo.extend(rule[1] for rule in reversed(fmt["rules"]))
+        for key in ("content", "elements", "tags"):
+            if key in fmt:
+                todo.append(fmt[key])
+    return out
 
 
 def _legacy(spec: dict[str, Any]) -> dict[str, Any]:

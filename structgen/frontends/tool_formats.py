@@ -12,8 +12,11 @@ from the answer's segments.
 
 The facts of each format come from the family's published chat template (kept under
 ``tests/fixtures/chat_templates/``, sources in its ``SOURCES.md``) and its serving parser; the
-format's docstring line names them. Formats here write their markers as text: on a tokenizer
-whose vocabulary has a marker as a special token, that token is not used.
+format's ``source`` names them. ``special_tokens`` lists the markers that are single special
+tokens in the family's own vocabulary: on a tokenizer that has them (the family's), the grammar's
+marker matches that token (:meth:`~structgen.engine.vocab.Vocabulary.with_markers`), which
+forced text drafts as the model writes it; on one that lacks them (the default model's), the
+marker is written as text.
 
 Example
 -------
@@ -56,6 +59,9 @@ class CallFormat:
     call_id: tuple[str, str] | None = None
     #: the family's thinking markers, for ``reasoning=True`` where the template has none
     thinking: tuple[str, str] | None = None
+    #: markers that are single special tokens in the family's vocabulary (documentation and the
+    #: tests' family tokenizers; any tokenizer's special tokens are found by their text)
+    special_tokens: tuple[str, ...] = ()
     #: where the facts come from
     source: str = ""
 
@@ -76,6 +82,10 @@ class CallFormat:
 
 _THINK = ("<think>", "</think>")
 _DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
+#: special tokens of the families' vocabularies (ids in Qwen 3: 151657-8, 151667-8; DeepSeek V3: 128798-9,
+#: 128806-128814), from their published tokenizer tables
+_QWEN_TOKENS = ("<tool_call>", "</tool_call>", *_THINK)
+_DS_TOKENS = (*_DS_CALLS, "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", *_THINK)
 _QWEN_XML = dict(call_begin="<tool_call>\n<function={name}>\n", call_end="\n</function>\n</tool_call>",
                  style="qwen_xml", separator="\n", trigger="<tool_call>\n<function=")
 
@@ -84,26 +94,29 @@ def _dsml(name: str, block: str, tag: str, style: str, source: str) -> CallForma
     """DeepSeek's DSML markup (V3.2, V4, V4.1): invokes of XML parameters inside one block."""
     return CallFormat(name, call_begin=f'<｜DSML｜{tag}invoke name="{{name}}">\n', call_end=f"\n</｜DSML｜{tag}invoke>",
                       style=style, section=(f"\n\n<｜DSML｜{block}>\n", f"\n</｜DSML｜{block}>"), separator="\n",
-                      thinking=_THINK, source=source)
+                      thinking=_THINK, special_tokens=("｜DSML｜", *_THINK), source=source)
 
 
 CALL_FORMATS: dict[str, CallFormat] = {f.name: f for f in (
     CallFormat("qwen_3", call_begin='<tool_call>\n{"name": "{name}", "arguments": ', call_end="}\n</tool_call>",
-               separator="\n", trigger="<tool_call>", thinking=_THINK,
+               separator="\n", trigger="<tool_call>", thinking=_THINK, special_tokens=_QWEN_TOKENS,
                source="Qwen3 chat template (qwen3.jinja); vLLM hermes parser; xgrammar get_qwen_3_structural_tag"),
-    CallFormat("qwen_3_5", **_QWEN_XML, thinking=_THINK,
+    CallFormat("qwen_3_5", **_QWEN_XML, thinking=_THINK, special_tokens=_QWEN_TOKENS,
                source="Qwen3.5 chat template (qwen3_5.jinja); vLLM qwen3_coder parser; xgrammar qwen_3_5"),
-    CallFormat("qwen_3_coder", **_QWEN_XML,
+    CallFormat("qwen_3_coder", **_QWEN_XML, special_tokens=_QWEN_TOKENS[:2],
                source="Qwen3-Coder chat template (qwen3_coder.jinja); vLLM qwen3_coder parser"),
     CallFormat("kimi", call_begin="<|tool_call_begin|>functions.{name}:", call_end="<|tool_call_end|>",
                call_id=(r"[0-9]+", "<|tool_call_argument_begin|>"),
                section=("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"), thinking=_THINK,
+               special_tokens=("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                               "<|tool_call_argument_begin|>", "<|tool_call_end|>", *_THINK),
                source="Kimi-K2 chat template (kimi_k2.jinja); vLLM kimi_k2 parser; xgrammar get_kimi_structural_tag"),
     CallFormat("deepseek_r1", call_begin="<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n",
                call_end="\n```<｜tool▁call▁end｜>", section=_DS_CALLS, separator="\n", thinking=_THINK,
+               special_tokens=_DS_TOKENS,
                source="DeepSeek-R1 chat template (deepseek_r1.jinja); vLLM deepseek_v3 parser; xgrammar deepseek_r1"),
     CallFormat("deepseek_v3_1", call_begin="<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>", call_end="<｜tool▁call▁end｜>",
-               section=_DS_CALLS, thinking=_THINK,
+               section=_DS_CALLS, thinking=_THINK, special_tokens=_DS_TOKENS,
                source="DeepSeek-V3.1 chat template (deepseek_v3_1.jinja); vLLM deepseek_v31 parser; xgrammar"),
     _dsml("deepseek_v3_2", "function_calls", "", "deepseek_xml",
           "DeepSeek-V3.2 encoding_dsv32.py (as copied in xgrammar's tests); vLLM deepseek_v32 parser"),
@@ -113,21 +126,25 @@ CALL_FORMATS: dict[str, CallFormat] = {f.name: f for f in (
     CallFormat("harmony", call_begin="<|start|>assistant to=functions.{name}<|channel|>commentary json<|message|>",
                call_end="<|call|>", trigger="<|start|>assistant to=functions.",
                thinking=("<|channel|>analysis<|message|>", "<|end|>"),
+               special_tokens=("<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|call|>", "<|end|>"),
                source="gpt-oss chat template (gpt_oss.jinja); vLLM openai parser; xgrammar harmony"),
     CallFormat("minimax", call_begin='<invoke name="{name}">\n', call_end="</invoke>\n", style="minimax_xml",
                section=("<minimax:tool_call>\n", "</minimax:tool_call>"), thinking=_THINK,
                source="MiniMax-M2 chat template (minimax_m2.jinja); vLLM minimax_m2 parser; xgrammar minimax"),
     CallFormat("glm_4_7", call_begin="<tool_call>{name}", call_end="</tool_call>", style="glm_xml",
                trigger="<tool_call>", thinking=_THINK,
+               special_tokens=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+                               *_THINK),
                source="GLM-4.7 chat template (glm_4_7.jinja); vLLM glm47 parser; xgrammar glm_4_7"),
     CallFormat("exaone", call_begin='<tool_call>{"name": "{name}", "arguments": ', call_end="}</tool_call>",
                separator="\n", trigger="<tool_call>", thinking=_THINK,
                source="EXAONE 4.0 chat template (exaone4.jinja, BFCL's copy); vLLM hermes parser; xgrammar exaone"),
     CallFormat("mistral", call_begin="[TOOL_CALLS]{name}[ARGS]", call_end="", trigger="[TOOL_CALLS]",
+               special_tokens=("[TOOL_CALLS]", "[ARGS]"),
                source="Mistral Small 3.2 chat template (mistral_small_3_2.jinja) without call ids, as "
                       "mistral-common's tokenizer v13 writes; vLLM mistral parser"),
     CallFormat("granite", call_begin='{"name": "{name}", "arguments": ', call_end="}", separator=", ",
-               section=("<|tool_call|>[", "]"),
+               section=("<|tool_call|>[", "]"), special_tokens=("<|tool_call|>",),
                source="vLLM's Granite 3 template (granite.jinja) and granite parser (a JSON list after <|tool_call|>)"),
 )}
 

@@ -149,7 +149,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
 
         markers, budget, end_ids = self._thinking
         assert self._prompt is not None
-        prompt = self.vocabulary.token_bytes([t for t in self._prompt[row].tolist() if t < self.vocabulary.size])
+        prompt = self.vocabulary.text_bytes([t for t in self._prompt[row].tolist() if t < self.vocabulary.size])
         opened = prompt.rstrip().endswith(markers[0].encode())  # the template opened the thinking
         got = self._thinking_grammars.get((k, opened))
         if got is None:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from structgen.errors import MessagesError, shown
 
-__all__ = ["CHAT_ROLES", "Prompt", "chat_messages", "content_text", "utf8_size", "with_instruction"]
+__all__ = ["CHAT_ROLES", "Prompt", "chat_messages", "content_text", "thinking_switches", "utf8_size", "with_instruction"]
 
 #: The roles a plain chat prompt may hold (tool results belong to :mod:`structgen.tasks.tool_calls`).
 CHAT_ROLES = ("system", "user", "assistant")
@@ -98,3 +98,15 @@ def utf8_size(text: str, where: str) -> int:
     except UnicodeEncodeError as err:
         raise MessagesError(f"{where} is not valid Unicode text: a lone surrogate {text[err.start]!r} at "
                             f"character {err.start} (bytes that were not UTF-8?)") from None
+
+
+def thinking_switches(thinking: bool) -> dict[str, bool]:
+    """The chat templates' own reasoning switches, set to ``thinking``: ``enable_thinking``
+    (Qwen 3, SmolLM3, EXAONE 4, GLM) and ``thinking`` (DeepSeek V3.1, Kimi K3). Off, such a
+    template closes the thinking in the prompt (Qwen 3 writes an empty ``<think></think>``), so a
+    constrained answer starts where the model expects one; templates without them ignore both.
+
+    >>> thinking_switches(False)
+    {'enable_thinking': False, 'thinking': False}
+    """
+    return {"enable_thinking": bool(thinking), "thinking": bool(thinking)}

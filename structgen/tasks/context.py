@@ -35,7 +35,7 @@ from structgen.engine.compiler import Compiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError
-from structgen.tasks.chat import chat_messages, utf8_size
+from structgen.tasks.chat import chat_messages, thinking_switches, utf8_size
 
 __all__ = ["ModelContext"]
 
@@ -144,17 +144,19 @@ class ModelContext:
         self._check_size(utf8_size(text, "the prompt"))
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def chat_ids(self, prompt: Any) -> list[int]:
+    def chat_ids(self, prompt: Any, *, thinking: bool = False) -> list[int]:
         """``prompt`` as the chat template's turns, ending where the assistant's answer starts:
         a string is the user's turn; OpenAI-style messages keep their ``system``, ``user`` and
         ``assistant`` turns (:func:`~structgen.tasks.chat.chat_messages`). Without a chat
-        template, the turns' texts joined by blank lines."""
+        template, the turns' texts joined by blank lines. ``thinking`` sets the template's own
+        switch (:func:`~structgen.tasks.chat.thinking_switches`)."""
         messages = chat_messages(prompt)
         self._check_size(sum(len(m["content"].encode("utf-8")) for m in messages))
         if not getattr(self.tokenizer, "chat_template", None):
             text = "\n\n".join(m["content"] for m in messages)
             return list(self.tokenizer.encode(text, add_special_tokens=True))
-        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                     **thinking_switches(thinking))
         ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
         return list(ids)
 
@@ -178,7 +180,7 @@ class ModelContext:
     def text_of(self, tokens: Sequence[int], errors: str = "strict") -> str:
         """The text of ``tokens`` from their bytes (not the tokenizer's text view, which may
         strip or add spaces around SentencePiece pieces)."""
-        return self.vocabulary.token_bytes(list(tokens)).decode("utf-8", errors)
+        return self.vocabulary.text_bytes(list(tokens)).decode("utf-8", errors)
 
 
 def _check_draft_model(model: Any, draft_model: Any) -> None:

@@ -127,7 +127,7 @@ def run_jobs(context: "ModelContext", jobs: Sequence["Job[Any]"], listener: List
         else:
             waiting[i] = request
 
-    thinking: dict[int, tuple[bytes, bytes, bool]] = {}  # reasoning markers of the rows that think
+    thinking: dict[int, tuple[bytes, bytes, bool, Any]] = {}  # reasoning markers of the rows that think
     thoughts: dict[int, tuple[str, int]] = {}
     for i in range(len(jobs)):
         step(i)

@@ -50,19 +50,21 @@ def validation_error(schema: Any, value: Any) -> str | None:
 
 
 def prompt_ids(context: ModelContext, schema: Any, prompt: Any, *, include_schema: bool = True,
-               raw: bool = False) -> list[int]:
+               raw: bool = False, thinking: bool = False) -> list[int]:
     """The token ids fed to the model: the chat template (when the tokenizer has one) around
     the prompt (a string, or chat messages), with the schema shown after the user's last turn
-    unless ``include_schema=False``; ``raw=True`` encodes a prompt string as it is."""
+    unless ``include_schema=False``; ``raw=True`` encodes a prompt string as it is; ``thinking``
+    sets the template's reasoning switch."""
     if raw:
         if not isinstance(prompt, str):
             raise OptionError("raw=True encodes a prompt string as it is; chat messages need the chat template")
         return context.encode(prompt)
     if not include_schema:
-        return context.chat_ids(prompt)
+        return context.chat_ids(prompt, thinking=thinking)
     if isinstance(prompt, str):
-        return context.chat_ids(user_turn(schema, prompt))
-    return context.chat_ids(with_instruction(chat_messages(prompt), SCHEMA_INSTRUCTION + _schema_text(schema)))
+        return context.chat_ids(user_turn(schema, prompt), thinking=thinking)
+    return context.chat_ids(with_instruction(chat_messages(prompt), SCHEMA_INSTRUCTION + _schema_text(schema)),
+                            thinking=thinking)
 
 
 #: What the user's turn says before the schema.
@@ -95,7 +97,8 @@ def json_job(context: ModelContext, schema: Any, prompt: str, config: DecodeConf
              raw: bool = False, lenient: bool = False) -> Job[JsonResult]:
     """:func:`generate_json_with` as a job (:mod:`structgen.tasks.jobs`), to run in a batch."""
     plain, model_class = as_schema(schema)
-    ids = prompt_ids(context, plain, prompt, include_schema=include_schema, raw=raw)
+    ids = prompt_ids(context, plain, prompt, include_schema=include_schema, raw=raw,
+                     thinking=bool(config.reasoning))
     context.check_fits(ids, config)  # before compiling: a prompt that cannot fit wastes the compile
     compiled = context.compiler.json_schema(plain, whitespace=whitespace, strict=strict,
                                             canonical=True, lenient=lenient)

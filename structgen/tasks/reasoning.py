@@ -8,7 +8,10 @@ the prompt already opened the thinking (templates that end the generation prompt
 the result's ``reasoning`` holds the thinking.
 
 Markers: ``reasoning=(start, end)`` names them; ``True`` reads them from the chat template's
-source (``<think>``/``</think>``, the markers of Qwen 3, DeepSeek-R1, SmolLM3, ...).
+source (:data:`KNOWN_MARKERS`: ``<think>``/``</think>`` of Qwen 3, DeepSeek-R1, SmolLM3, ...;
+harmony's analysis channel; Gemma 4's thought channel; ``[THINK]``; Cohere's) or, for tool calls
+in a native format, from the format's family. Markers that are special tokens of the tokenizer
+are written with those tokens.
 
 Example
 -------
@@ -32,8 +35,16 @@ if TYPE_CHECKING:
 
 __all__ = ["KNOWN_MARKERS", "ThinkingGrammar", "spelled", "thinking_markers", "with_thinking", "split_thinking"]
 
-#: Thinking markers found in chat templates, as (start, end).
-KNOWN_MARKERS: tuple[tuple[str, str], ...] = (("<think>", "</think>"),)
+#: Thinking markers read from chat templates: (what the template's source holds, (start, end)).
+KNOWN_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, str]], ...] = (
+    (("<think>", "</think>"), ("<think>", "</think>")),  # Qwen 3, DeepSeek-R1, SmolLM3, GLM, MiniMax, Kimi
+    # gpt-oss (harmony): the analysis channel, then the final channel's message is the answer
+    (("<|channel|>analysis", "<|channel|>final"),
+     ("<|channel|>analysis<|message|>", "<|end|><|start|>assistant<|channel|>final<|message|>")),
+    (("<|channel>", "<channel|>"), ("<|channel>thought\n", "<channel|>")),  # Gemma 4 (vLLM's gemma4 parser)
+    (("[THINK]", "[/THINK]"), ("[THINK]", "[/THINK]")),  # Magistral (mistral-common's think tokens)
+    (("<|START_THINKING|>", "<|END_THINKING|>"), ("<|START_THINKING|>", "<|END_THINKING|>")),  # Cohere Command
+)
 
 
 def thinking_markers(tokenizer: Any, reasoning: "bool | tuple[str, str]") -> tuple[str, str]:
@@ -46,11 +57,11 @@ def thinking_markers(tokenizer: Any, reasoning: "bool | tuple[str, str]") -> tup
         return reasoning
     source = getattr(tokenizer, "chat_template", None)
     source = source if isinstance(source, str) else ""
-    for start, end in KNOWN_MARKERS:
-        if start in source and end in source:
-            return start, end
-    raise OptionError("reasoning=True reads the thinking markers from the chat template, and this tokenizer's "
-                      "has none; pass them: reasoning=('<think>', '</think>')")
+    for probes, markers in KNOWN_MARKERS:
+        if all(p in source for p in probes):
+            return markers
+    raise OptionError("reasoning=True reads the thinking markers from the chat template (or a tool-call format's "
+                      "family), and this tokenizer's has none; pass them: reasoning=('<think>', '</think>')")
 
 
 class ThinkingGrammar:
@@ -73,12 +84,14 @@ class ThinkingGrammar:
         wrapped = Grammar((("thinking'", seq(*head, free_text((end,)), Lit(end.encode()), Ref(g.start))), *g.rules),
                           "thinking'")
         compiler = compiler or compiler_for(compiled.vocabulary)
-        self.compiled = compiler.grammar(wrapped, source=compiled.source)
-        self.vocabulary = compiled.vocabulary
+        # markers that are special tokens of the tokenizer (Qwen 3's <think>) match those tokens
+        marked = compiled.vocabulary.marked_ids | compiler.vocabulary.markers_in(markers)
+        self.compiled = compiler.marked(marked).grammar(wrapped, source=compiled.source)
+        self.vocabulary = self.compiled.vocabulary
         self.markers, self.opened, self.budget = (start.encode(), end.encode()), opened, budget
         self.end_ids = list(end_ids) if end_ids is not None else spelled(self.vocabulary, end.encode())
         if self.vocabulary.token_bytes(self.end_ids) != end.encode():
-            raise OptionError(f"the end marker {end!r} is a special token of this tokenizer: markers must be text here")
+            raise OptionError(f"the end marker {end!r} is not spelled by its tokens {self.end_ids} in this vocabulary")
 
     def matcher(self) -> ThinkingMatcher:
         start, end = self.markers
@@ -113,10 +126,10 @@ def spelled(vocabulary: Any, data: bytes) -> list[int]:
     return out
 
 
-def with_thinking(context: "ModelContext", request: Any) -> tuple[Any, tuple[bytes, bytes, bool]]:
+def with_thinking(context: "ModelContext", request: Any) -> tuple[Any, tuple[bytes, bytes, bool, Any]]:
     """``request`` (a :class:`~structgen.tasks.jobs.Decode`) with its grammar behind the thinking
-    (and its budget); the markers and whether the prompt opened the thinking, for
-    :func:`split_thinking`."""
+    (and its budget); the markers, whether the prompt opened the thinking and the vocabulary
+    the markers are spelled in, for :func:`split_thinking`."""
     from dataclasses import replace
 
     config = request.config
@@ -124,22 +137,22 @@ def with_thinking(context: "ModelContext", request: Any) -> tuple[Any, tuple[byt
     if inner.compiled is None or inner.token_ids:
         raise OptionError("reasoning= is not supported by this task (it decodes from a matcher already under way)")
     start, end = thinking_markers(context.tokenizer, config.reasoning)
-    prompt = context.vocabulary.token_bytes(list(request.prompt_ids)).rstrip()
+    prompt = context.vocabulary.text_bytes(list(request.prompt_ids)).rstrip()
     opened = prompt.endswith(start.encode())
     thinking = ThinkingGrammar(inner.compiled, (start, end), opened=opened, budget=config.thinking_budget,
                                end_ids=list(context.tokenizer.encode(end, add_special_tokens=False)),
                                compiler=context.compiler)
-    return replace(request, matcher=thinking.matcher()), (start.encode(), end.encode(), opened)
+    return replace(request, matcher=thinking.matcher()), (start.encode(), end.encode(), opened, thinking.vocabulary)
 
 
-def split_thinking(context: "ModelContext", tokens: list[int], markers: tuple[bytes, bytes, bool]) -> tuple[str, list[int]]:
+def split_thinking(context: "ModelContext", tokens: list[int],
+                   markers: tuple[bytes, bytes, bool, Any]) -> tuple[str, list[int]]:
     """(the thinking's text, the answer's tokens) of an output.
 
     Where one token holds the end of the end marker and the start of the answer, the answer's
     part of it is encoded again (its tokens then differ from the model's for that token only).
     """
-    start, end, opened = markers
-    vocab = context.vocabulary
+    start, end, opened, vocab = markers
     data = vocab.token_bytes(tokens)
     begin = 0 if opened else data.index(start) + len(start)
     stop = data.index(end, begin)

@@ -47,7 +47,7 @@ def structural_job(context: ModelContext, spec: Any, prompt: Any, config: Decode
         raise OptionError("raw=True encodes a prompt string as it is; chat messages need the chat template")
     compiled = context.compiler.structural_tag(spec, whitespace=whitespace, strict=strict, canonical=True)
     tag = read_structural_tag(spec)
-    ids = context.encode(prompt) if raw else context.chat_ids(prompt)
+    ids = context.encode(prompt) if raw else context.chat_ids(prompt, thinking=bool(config.reasoning))
     tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     text = context.text_of(tokens)
     try:

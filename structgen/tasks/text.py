@@ -37,6 +37,6 @@ def text_job(context: ModelContext, compiled: Any, prompt: str, config: DecodeCo
     """:func:`generate_text_with` as a job (:mod:`structgen.tasks.jobs`), to run in a batch."""
     if raw and not isinstance(prompt, str):
         raise OptionError("raw=True encodes a prompt string as it is; chat messages need the chat template")
-    ids = context.encode(prompt) if raw else context.chat_ids(prompt)
+    ids = context.encode(prompt) if raw else context.chat_ids(prompt, thinking=bool(config.reasoning))
     tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     return TextResult(text=context.text_of(tokens), token_ids=tokens, finish_reason=finish, stats=stats)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from structgen.decoding.config import DecodeConfig
@@ -31,7 +31,7 @@ from structgen.frontends.structural_tag import read_structural_tag
 from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls,
                                             read_tool_choice, read_tools, tool_call_grammar)
 from structgen.frontends.tool_formats import CALL_FORMATS, CallFormat, calls_of, format_structural_tag, write_calls
-from structgen.tasks.chat import content_text
+from structgen.tasks.chat import content_text, thinking_switches
 from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
 from structgen.tasks.results import Result
@@ -106,13 +106,14 @@ def read_format(format: "str | ToolFormat | CallFormat | None") -> "ToolFormat |
 
 
 def tool_prompt(tokenizer: Any, specs: list[ToolSpec], messages: Any,
-                fmt: "ToolFormat | CallFormat | None" = None) -> tuple[str, Any, str]:
+                fmt: "ToolFormat | CallFormat | None" = None, *, thinking: bool = False) -> tuple[str, Any, str]:
     """(prompt text, format, "template" or "structgen") for ``messages`` with the tools shown.
 
     ``fmt=None`` takes the template's own format when it has one (:func:`template_format`),
     else ``"json"``. A given format that is the template's is rendered by the template too; a
     native format (:class:`~structgen.frontends.tool_formats.CallFormat`, named for the model's
-    family) is rendered by the template when it shows tools.
+    family) is rendered by the template when it shows tools. ``thinking`` sets the template's
+    reasoning switch (:func:`~structgen.tasks.chat.thinking_switches`).
     """
     checked = _checked_messages(messages)
     own = template_format(tokenizer)
@@ -121,16 +122,16 @@ def tool_prompt(tokenizer: Any, specs: list[ToolSpec], messages: Any,
     if isinstance(fmt, CallFormat):
         if _shows_tools(tokenizer):
             try:
-                return _template_text(tokenizer, specs, checked), fmt, "template"
+                return _template_text(tokenizer, specs, checked, thinking), fmt, "template"
             except Exception:  # noqa: BLE001 - a template that refuses this history: structgen renders it
                 pass
-        return _rendered(tokenizer, specs, checked, _native_shown(fmt)), fmt, "structgen"
+        return _rendered(tokenizer, specs, checked, _native_shown(fmt), thinking), fmt, "structgen"
     if own is not None and own == fmt:
         try:
-            return _template_text(tokenizer, specs, checked), fmt, "template"
+            return _template_text(tokenizer, specs, checked, thinking), fmt, "template"
         except Exception:  # noqa: BLE001 - e.g. Llama 3.1's template refuses two calls in one turn
             pass
-    return _rendered(tokenizer, specs, checked, fmt), fmt, "structgen"
+    return _rendered(tokenizer, specs, checked, fmt, thinking), fmt, "structgen"
 
 
 def _shows_tools(tokenizer: Any) -> bool:
@@ -146,10 +147,11 @@ def _shows_tools(tokenizer: Any) -> bool:
         return False
 
 
-def _template_text(tokenizer: Any, specs: list[ToolSpec], checked: list[dict[str, Any]]) -> str:
+def _template_text(tokenizer: Any, specs: list[ToolSpec], checked: list[dict[str, Any]],
+                   thinking: bool = False) -> str:
     shaped = [_template_shape(m) for m in checked]
     return tokenizer.apply_chat_template(shaped, tools=[_openai_tool(s) for s in specs], add_generation_prompt=True,
-                                         tokenize=False)
+                                         tokenize=False, **thinking_switches(thinking))
 
 
 def _native_shown(fmt: CallFormat) -> ToolFormat:
@@ -238,7 +240,8 @@ def _openai_tool(spec: ToolSpec) -> dict[str, Any]:
     return spec.openai()
 
 
-def _rendered(tokenizer: Any, specs: list[ToolSpec], messages: list[dict[str, Any]], fmt: ToolFormat) -> str:
+def _rendered(tokenizer: Any, specs: list[ToolSpec], messages: list[dict[str, Any]], fmt: ToolFormat,
+              thinking: bool = False) -> str:
     """The prompt with tools, calls and results written as text, for templates without tools."""
     listing = "\n".join(json.dumps(_openai_tool(s), ensure_ascii=False) for s in specs)
     system = fmt.system_prompt.format(tools=listing)
@@ -263,7 +266,8 @@ def _rendered(tokenizer: Any, specs: list[ToolSpec], messages: list[dict[str, An
     chat = [{"role": "system", "content": system}] + [{"role": p["role"], "content": p["content"]} for p in plain]
     if not getattr(tokenizer, "chat_template", None):
         return "".join(f"{p['role']}: {p['content']}\n" for p in chat) + "assistant: "
-    return tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    return tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False,
+                                         **thinking_switches(thinking))
 
 
 def generate_tool_calls_with(context: ModelContext, tools: Any, messages: Any, config: DecodeConfig, *,
@@ -283,7 +287,11 @@ def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: Dec
     """:func:`generate_tool_calls_with` as a job (:mod:`structgen.tasks.jobs`), to run in a batch."""
     specs = read_tools(tools)
     mode, names = read_tool_choice(tool_choice, specs)
-    prompt, fmt, rendered_by = tool_prompt(context.tokenizer, specs, messages, read_format(format))
+    fmt = read_format(format)
+    if config.reasoning is True and isinstance(fmt, CallFormat) and fmt.thinking is not None:
+        config = replace(config, reasoning=fmt.thinking)  # the format's family's markers
+    prompt, fmt, rendered_by = tool_prompt(context.tokenizer, specs, messages, fmt,
+                                           thinking=bool(config.reasoning))
     ids = context.encode(prompt)
     context.check_fits(ids, config)  # 500 tools make a prompt longer than many contexts
     if isinstance(fmt, CallFormat):
@@ -292,7 +300,9 @@ def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: Dec
                                        stop_repeated_calls=stop_repeated_calls))
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,
                                 strict=strict)
-    compiled = context.compiler.grammar(grammar, source=tools)
+    markers = context.vocabulary.markers_in([fmt.list_open, fmt.call_open, fmt.separator, fmt.call_close,
+                                             fmt.list_close])
+    compiled = context.compiler.marked(markers).grammar(grammar, source=tools)
     try:
         tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     except IncompleteGenerationError as err:
@@ -306,7 +316,7 @@ def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: Dec
         cut = _without_repeats(context, compiled, fmt, tokens) if stop_repeated_calls else None
         if cut is not None:
             tokens, finish = cut, "repeated_call"
-    text = context.vocabulary.token_bytes(tokens).decode("utf-8")
+    text = compiled.vocabulary.text_bytes(tokens).decode("utf-8")
     try:
         content, calls = parse_calls(fmt, text)
     except (ValueError, KeyError) as err:
@@ -326,10 +336,11 @@ def _native_job(context: ModelContext, specs: list[ToolSpec], fmt: CallFormat, i
     close = fmt.section[1] if fmt.section else ""
     tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     if stop_repeated_calls:
-        cut = _cut_before_repeat(context, compiled, tokens, _native_spans(fmt, spec, context.text_of(tokens)), close)
+        spans = _native_spans(fmt, spec, compiled.vocabulary.text_bytes(tokens).decode("utf-8", "ignore"))
+        cut = _cut_before_repeat(context, compiled, tokens, spans, close)
         if cut is not None:
             tokens, finish = cut, "repeated_call"
-    text = context.vocabulary.token_bytes(tokens).decode("utf-8")
+    text = compiled.vocabulary.text_bytes(tokens).decode("utf-8")
     try:
         content, calls = calls_of(fmt, segments_of(read_structural_tag(spec), text))
     except (ValueError, KeyError) as err:
@@ -364,7 +375,7 @@ def _without_repeats(context: ModelContext, compiled: Any, fmt: ToolFormat, toke
     useful, so the answer ends after the call before it: the tokens up to there are kept and
     the rest of that call plus the list's close are written canonically, checked by the grammar.
     """
-    data = context.vocabulary.token_bytes(tokens)
+    data = compiled.vocabulary.token_bytes(tokens)
     text = data.decode("utf-8", errors="ignore")
     _, spans, _ = call_spans(fmt, text)
     return _cut_before_repeat(context, compiled, tokens, spans, fmt.list_close)
@@ -392,7 +403,7 @@ def _cut_before_repeat(context: ModelContext, compiled: Any, tokens: list[int],
     """``tokens`` ended after the call before the first repeated one (``spans``: each call's
     start and end in characters, name and arguments), ``close`` written after it; None when no
     call repeats or the ending does not fit the grammar."""
-    vocab = context.vocabulary
+    vocab = compiled.vocabulary  # a format's special-token markers spell their text there
     data = vocab.token_bytes(tokens)
     text = data.decode("utf-8", errors="ignore")
     seen: set[tuple[str, str]] = set()
