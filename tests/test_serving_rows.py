@@ -185,6 +185,26 @@ def test_tool_constraints_take_the_templates_format(smollm2_tokenizer):
     assert hermes.matcher().forced_text().startswith('<tool_call>\n{"name": "get_weather"')
 
 
+def test_native_formats_and_reasoning_in_a_constraint(smollm2_tokenizer):
+    from structgen.integrations.constraints import constraint_matcher
+
+    kimi = compile_constraint(read_constraint({"tools": TOOLS, "format": "kimi"}), smollm2_tokenizer)
+    assert kimi.matcher().forced_text().startswith("<|tool_calls_section_begin|><|tool_call_begin|>functions.")
+    spec = read_constraint({"json_schema": {"type": "integer"}, "reasoning": ["<think>", "</think>"],
+                            "thinking_budget": 3})
+    m = constraint_matcher(spec, smollm2_tokenizer, smollm2_tokenizer)
+    head = smollm2_tokenizer.encode("<think>a b c", add_special_tokens=False)
+    assert all(m.advance(t) for t in head) and m.forced_text() == "</think>"
+    opened = constraint_matcher(spec, smollm2_tokenizer, smollm2_tokenizer,
+                                smollm2_tokenizer.encode("Q?<think>", add_special_tokens=False))
+    assert opened.advance(smollm2_tokenizer.encode("x", add_special_tokens=False)[0])  # already thinking
+    for bad, message in [({"regex": "a", "reasoning": "yes"}, "'reasoning' is true or"),
+                         ({"regex": "a", "thinking_budget": 4}, "needs 'reasoning'"),
+                         ({"regex": "a", "reasoning": True, "thinking_budget": -1}, "integer >= 0")]:
+        with pytest.raises(OptionError, match=message):
+            read_constraint(bad)
+
+
 def test_sql_constraints_read_only_the_operators_folders(monkeypatch, tmp_path):
     from sql_data import SQL_DIR
 

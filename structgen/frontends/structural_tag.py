@@ -439,7 +439,12 @@ class _Builder:
 
         if isinstance(schema, str):
             schema = self._parsed(schema, ptr)
-        return self._rule(xml_arguments(schema, style, self._schema, self._text, ptr, rule=self._rule))
+        values = self._python if XML_STYLES[style].quoted else self._schema
+        return self._rule(xml_arguments(schema, style, values, self._text, ptr, rule=self._rule))
+
+    def _python(self, schema: Any, ptr: str) -> Expr:
+        """A value as a Python literal (a pythonic call's argument)."""
+        return self._schema(schema, ptr, python=True)
 
     def _text(self, excludes: tuple[str, ...], max_chars: int | None = None, *, nonempty: bool = False) -> Expr:
         """UTF-8 text holding none of ``excludes`` (at most ``max_chars`` characters; with
@@ -489,14 +494,14 @@ class _Builder:
             one, Repeat(seq(Lit(fmt["separator"].encode()), one), 0, None))
         return many if fmt.get("at_least_one") else Repeat(self._rule(many), 0, 1)
 
-    def _schema(self, schema: Any, ptr: str) -> Expr:
+    def _schema(self, schema: Any, ptr: str, *, python: bool = False) -> Expr:
         from structgen.frontends.json_schema.translate import translate_schema
 
         if isinstance(schema, str):
             schema = self._parsed(schema, ptr)
         try:
             sub, _ = translate_schema(schema, whitespace=self.whitespace, strict=self.strict,
-                                      canonical=self.canonical)
+                                      canonical=self.canonical, python=python)
         except UnsupportedFeatureError as err:
             moved: SchemaError = UnsupportedFeatureError(err.keyword, pointer=ptr + err.pointer, hint=err.hint)
             moved.no_value = err.no_value  # an optional XML argument with no value is left out

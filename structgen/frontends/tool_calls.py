@@ -474,18 +474,23 @@ def _in_tool(err: UnsupportedFeatureError, spec: ToolSpec) -> UnsupportedFeature
 
 # ------------------------------------------------------------------------ writing and reading
 
-def argument_json(value: Any) -> str:
+def argument_json(value: Any, *, python: bool = False) -> str:
     """``value`` as JSON the way the tool grammar spells it: ``json.dumps``'s spacing, non-ASCII
-    raw, keys in the order given, numbers without exponent (``1e-09`` as ``0.000000001``).
+    raw, keys in the order given, numbers without exponent (``1e-09`` as ``0.000000001``);
+    ``python=True``: the Python literal a pythonic call writes (``True``, ``False``, ``None``).
 
     >>> argument_json({"x": [1e-09, 2.5e20, "é"], "y": {}})
     '{"x": [0.000000001, 250000000000000000000.0, "é"], "y": {}}'
+    >>> argument_json([True, None], python=True)
+    '[True, None]'
     """
     if isinstance(value, dict):
-        return "{" + ", ".join(json.dumps(str(k), ensure_ascii=False) + ": " + argument_json(v)
+        return "{" + ", ".join(json.dumps(str(k), ensure_ascii=False) + ": " + argument_json(v, python=python)
                                for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(argument_json(v) for v in value) + "]"
+        return "[" + ", ".join(argument_json(v, python=python) for v in value) + "]"
+    if python and (value is None or isinstance(value, bool)):
+        return repr(value)
     if isinstance(value, float) and math.isfinite(value):
         text = repr(value)
         if "e" in text:

@@ -59,6 +59,9 @@ class CallFormat:
     call_id: tuple[str, str] | None = None
     #: the family's thinking markers, for ``reasoning=True`` where the template has none
     thinking: tuple[str, str] | None = None
+    #: whether text may come before the calls (False: an answer is text or calls, as the
+    #: serving parser reads only an answer that is all calls)
+    text_first: bool = True
     #: markers that are single special tokens in the family's vocabulary (documentation and the
     #: tests' family tokenizers; any tokenizer's special tokens are found by their text)
     special_tokens: tuple[str, ...] = ()
@@ -143,6 +146,10 @@ CALL_FORMATS: dict[str, CallFormat] = {f.name: f for f in (
                special_tokens=("[TOOL_CALLS]", "[ARGS]"),
                source="Mistral Small 3.2 chat template (mistral_small_3_2.jinja) without call ids, as "
                       "mistral-common's tokenizer v13 writes; vLLM mistral parser"),
+    CallFormat("llama4_pythonic", call_begin="{name}(", call_end=")", style="pythonic", section=("[", "]"),
+               separator=", ", text_first=False,
+               source="vLLM's Llama 4 pythonic template (llama4_pythonic.jinja) and llama4_pythonic parser (a Python "
+                      "list of calls with literal keyword arguments, the whole answer)"),
     CallFormat("granite", call_begin='{"name": "{name}", "arguments": ', call_end="}", separator=", ",
                section=("<|tool_call|>[", "]"), special_tokens=("<|tool_call|>",),
                source="vLLM's Granite 3 template (granite.jinja) and granite parser (a JSON list after <|tool_call|>)"),
@@ -208,6 +215,9 @@ def format_structural_tag(fmt: CallFormat, specs: list[ToolSpec], *, choice: str
         calls = {"type": "tag", "begin": fmt.section[0], "content": calls, "end": fmt.section[1]}
     if choice == "required":
         return {"type": "structural_tag", "format": calls}
+    if not fmt.text_first:  # text, or calls alone
+        text = {"type": "any_text", "excludes": [fmt.opens_with]}
+        return {"type": "structural_tag", "format": {"type": "or", "elements": [calls, text]}}
     if calls["type"] == "tag":  # the section is the one triggered tag
         trigger = fmt.opens_with
         body = {"type": "triggered_tags", "triggers": [trigger], "tags": [calls], "stop_after_first": True}
@@ -250,6 +260,8 @@ def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
             body = args
         elif fmt.style == "json":
             body = argument_json(args)
+        elif XML_STYLES[fmt.style].quoted:
+            body = ", ".join(f"{key}={argument_json(value, python=True)}" for key, value in args.items())
         else:
             xml = XML_STYLES[fmt.style]
             body = xml.separator.join(

@@ -8,7 +8,10 @@ quotes, no escapes) and any other value as JSON:
 - ``minimax_xml`` (MiniMax-M2): ``<parameter name="city">Paris</parameter>\\n`` each;
 - ``glm_xml`` (GLM-4.7): ``<arg_key>city</arg_key><arg_value>Paris</arg_value>``, no space;
 - ``deepseek_xml`` (DeepSeek-V3.2, V4): ``<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>``,
-  ``string="false"`` before a JSON value, joined by ``\n``.
+  ``string="false"`` before a JSON value, joined by ``\n``;
+- ``pythonic`` (Llama 4's pythonic calls, structgen's own style name): keyword arguments
+  ``city="Paris", days=3`` whose values are Python literals (strings quoted, ``True``,
+  ``False``, ``None``), read back with :func:`ast.literal_eval` as vLLM's parser reads them.
 
 These are the ``style`` values of xgrammar's ``json_schema`` format (its
 ``cpp/json_schema_converter_ext.cc`` names the wrappers; the spellings are those of each family's
@@ -33,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from structgen.core.ir import Expr, Lit, Repeat, Seq, alt, seq
+from structgen.core.ir import ByteClass, Expr, Lit, Repeat, Seq, alt, seq
 from structgen.errors import ParseError, SchemaError, UnsupportedFeatureError, is_no_value
 
 __all__ = ["XmlStyle", "XML_STYLES", "xml_arguments", "read_xml_arguments"]
@@ -49,6 +52,8 @@ class XmlStyle:
     close: str
     separator: str = ""
     after: str = ""
+    #: every value a Python literal, strings quoted (pythonic calls), never raw text
+    quoted: bool = False
 
     def opening(self, key: str, raw: bool) -> str:
         """The opening of one argument (``{string}``: whether its value is a raw string)."""
@@ -70,7 +75,11 @@ XML_STYLES: dict[str, XmlStyle] = {s.name: s for s in (
     # DeepSeek-V4.1 (SGLang's encoding_dsv41.py): the tag names take a leading space; not an xgrammar style
     XmlStyle("deepseek_v4_1_xml", '<｜DSML｜ parameter name="{key}" string="{string}">', "</｜DSML｜ parameter>",
              separator="\n"),
+    XmlStyle("pythonic", "{key}=", "", separator=", ", quoted=True),
 )}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LETTER = ByteClass(((ord("A"), ord("Z")), (ord("_"), ord("_")), (ord("a"), ord("z"))))
+_WORD = ByteClass(((ord("0"), ord("9")), (ord("A"), ord("Z")), (ord("_"), ord("_")), (ord("a"), ord("z"))))
 
 #: what a free key may not hold (it sits inside the opening tag)
 _KEY_EXCLUDES = ("<", ">", '"', "\n")
@@ -109,6 +118,9 @@ def xml_arguments(schema: Any, style: str, json_value: Callable[[Any, str], Expr
     items: list[tuple[Expr, bool]] = []
     for key, sub in properties.items():
         where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}"
+        if xml.quoted and not _IDENTIFIER.fullmatch(key):
+            raise UnsupportedFeatureError("properties", pointer=where,
+                                          hint=f"{style} calls name arguments as Python identifiers, not {key!r}")
         try:
             value = _value(sub, xml, json_value, text, where)
         except SchemaError as err:
@@ -120,12 +132,14 @@ def xml_arguments(schema: Any, style: str, json_value: Callable[[Any, str], Expr
     extra = schema.get("additionalProperties", not properties)
     if extra is not False:
         head, tail = xml.opening("{key}", raw=True).split("{key}")
-        key_text = text(_KEY_EXCLUDES, nonempty=True)
+        key_text = seq(_LETTER, Repeat(_WORD, 0, None)) if xml.quoted else text(_KEY_EXCLUDES, nonempty=True)
         if extra is not True and not _is_string(extra) and "{string}" in xml.open:
             raise UnsupportedFeatureError("additionalProperties", pointer=pointer + "/additionalProperties",
                                           hint=f"{style} writes undeclared arguments as raw strings only")
-        value = text((xml.close,)) if extra is True else _value(extra, xml, json_value, text,
-                                                                  pointer + "/additionalProperties")
+        if extra is True:
+            value = json_value({}, pointer + "/additionalProperties") if xml.quoted else text((xml.close,))
+        else:
+            value = _value(extra, xml, json_value, text, pointer + "/additionalProperties")
         one = seq(Lit(head.encode()), key_text, Lit(tail.encode()), value, Lit((xml.close + xml.after).encode()))
         items.append((Repeat(one, 0, None) if not xml.separator else
                       Repeat(seq(one, Repeat(seq(Lit(xml.separator.encode()), one), 0, None)), 0, 1), False))
@@ -134,8 +148,8 @@ def xml_arguments(schema: Any, style: str, json_value: Callable[[Any, str], Expr
 
 def _value(sub: Any, xml: XmlStyle, json_value: Callable[[Any, str], Expr], text: Callable[..., Expr],
            pointer: str) -> Expr:
-    """One argument's value: a string raw, anything else JSON."""
-    if not _is_string(sub):
+    """One argument's value: a string raw, anything else JSON (every value a literal when quoted)."""
+    if xml.quoted or not _is_string(sub):
         return json_value(sub, pointer)
     if "enum" in sub or "const" in sub:
         choices = sub["enum"] if "enum" in sub else [sub["const"]]
@@ -183,6 +197,8 @@ def read_xml_arguments(text: str, style: str, schema: Any) -> dict[str, Any]:
     {'n': [1, 2]}
     """
     xml = XML_STYLES[style]
+    if xml.quoted:
+        return _python_arguments(text)
     properties = (schema.get("properties") or {}) if isinstance(schema, dict) else {}
     extra = schema.get("additionalProperties", not properties) if isinstance(schema, dict) else True
     out: dict[str, Any] = {}
@@ -198,3 +214,21 @@ def read_xml_arguments(text: str, style: str, schema: Any) -> dict[str, Any]:
             except ValueError as err:
                 raise ParseError(f"argument {key!r} is not JSON: {value[:80]!r}") from err
     return out
+
+
+def _python_arguments(text: str) -> dict[str, Any]:
+    """Keyword arguments ``a=1, b="x"`` read as Python literals (never evaluated as code)."""
+    import ast
+
+    try:
+        call = ast.parse(f"f({text})", mode="eval").body
+        assert isinstance(call, ast.Call) and not call.args
+        out = {}
+        for kw in call.keywords:
+            if kw.arg is None:
+                raise ParseError("a pythonic call cannot unpack **arguments")
+            out[kw.arg] = ast.literal_eval(kw.value)
+        return out
+    except (SyntaxError, ValueError, AssertionError, RecursionError) as err:
+        raise ParseError(f"the call's arguments are not Python literals: {text[:80]!r}") from err
+

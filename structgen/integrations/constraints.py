@@ -20,6 +20,10 @@ per request. Exactly one of these keys says what the output must be:
   ``structured_outputs.structural_tag`` takes), compiled as :meth:`structgen.Generator.structural`
   does.
 
+Beside any of them, ``"reasoning"`` (``true``: the chat template's markers; or ``[start, end]``)
+and ``"thinking_budget"`` (tokens) let the model think first, as ``reasoning=`` does in
+:class:`structgen.Generator` (:func:`constraint_matcher`).
+
 Over HTTP the object travels as JSON text (vLLM's ``vllm_xargs`` only carries strings and numbers).
 A malformed object is an :class:`~structgen.errors.OptionError` naming the key; a schema, grammar
 or database the compiler refuses raises its own typed error.
@@ -49,15 +53,19 @@ from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError, SchemaError
 from structgen.frontends.tool_calls import FORMATS, ToolFormat, read_tool_choice, read_tools, tool_call_grammar
+from structgen.frontends.tool_formats import CallFormat, format_structural_tag
 from structgen.tasks.tool_calls import read_format, template_format
 
-__all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "allowed_database", "tool_format",
+__all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "constraint_matcher", "allowed_database",
+           "tool_format",
            "BYTES", "SQL_DIRS_VARIABLE"]
 
 #: The keys that name a constraint, one per request.
 KINDS = ("json_schema", "grammar", "regex", "sql", "tools", "structural_tag")
 _OPTIONS = {"json_schema": {"whitespace"}, "grammar": {"start"}, "regex": set(), "sql": set(),
             "tools": {"tool_choice", "parallel_tool_calls", "format"}, "structural_tag": {"whitespace"}}
+#: options every kind takes: thinking before the constrained answer
+_THINKING = {"reasoning", "thinking_budget"}
 #: 256 one-byte tokens: a constraint compiled over it is checked without the model's tokenizer.
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
 #: The folders a ``sql`` constraint may name databases in (:func:`allowed_database`).
@@ -100,10 +108,11 @@ def read_constraint(spec: Any) -> Constraint:
     if len(kinds) != 1:
         raise OptionError(f"the structgen constraint must name exactly one of {KINDS}; it names {kinds or 'none'}")
     kind = kinds[0]
-    unknown = set(spec) - {kind} - _OPTIONS[kind]
+    unknown = set(spec) - {kind} - _OPTIONS[kind] - _THINKING
     if unknown:
         raise OptionError(f"unknown key(s) {sorted(unknown)} in a {kind!r} constraint; "
-                          f"it takes {sorted(_OPTIONS[kind]) or 'no options'}")
+                          f"it takes {sorted(_OPTIONS[kind] | _THINKING)}")
+    _check_thinking(spec.get("reasoning"), spec.get("thinking_budget"))
     value = spec[kind]
     if kind in ("json_schema", "tools", "structural_tag") and isinstance(value, str):
         value = _json_text(value, f"the constraint's {kind!r}")
@@ -117,6 +126,46 @@ def read_constraint(spec: Any) -> Constraint:
         raise OptionError(f"the structgen constraint cannot be written as JSON: {err}") from err
     check_input_size(key, "the structgen constraint (as JSON text)")  # a dict is measured as text is
     return Constraint(kind, value, options, key)
+
+
+def _check_thinking(reasoning: Any, budget: Any) -> None:
+    if reasoning not in (None, True, False) and not (
+            isinstance(reasoning, (list, tuple)) and len(reasoning) == 2
+            and all(isinstance(m, str) and m for m in reasoning)):
+        raise OptionError(f"the constraint's 'reasoning' is true or [start, end] marker strings, not {reasoning!r:.80}")
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise OptionError(f"the constraint's 'thinking_budget' is an integer >= 0, not {budget!r:.40}")
+        if not reasoning:
+            raise OptionError("the constraint's 'thinking_budget' needs 'reasoning'")
+
+
+def constraint_matcher(spec: Constraint, vocabulary: Any, tokenizer: Any = None, prompt_ids: Any = ()) -> Any:
+    """A matcher for one request: its compiled constraint's, behind a thinking block when the
+    constraint asks for ``reasoning`` (the start marker left out where the prompt, ``prompt_ids``,
+    already opened the thinking).
+
+    >>> spec = read_constraint({"regex": "yes|no", "reasoning": ["<t>", "</t>"], "thinking_budget": 2})
+    >>> m = constraint_matcher(spec, BYTES)
+    >>> all(m.advance(b) for b in b"<t>hm"), m.forced_text()
+    (True, '</t>')
+    """
+    compiled = compile_constraint(spec, vocabulary, tokenizer)
+    reasoning = spec.option("reasoning")
+    if not reasoning:
+        return compiled.matcher()
+    from structgen.tasks.reasoning import ThinkingGrammar, thinking_markers
+
+    start, end = thinking_markers(tokenizer, True if reasoning is True else tuple(reasoning))
+    vocab = compiled.vocabulary
+    opened = vocab.text_bytes([t for t in prompt_ids if 0 <= t < vocab.size]).rstrip().endswith(start.encode())
+    key = (vocab.fingerprint, spec.key, opened)
+    got = _THINKING_GRAMMARS.get(key)
+    if got is None:
+        end_ids = list(tokenizer.encode(end, add_special_tokens=False)) if hasattr(tokenizer, "encode") else None
+        got = _THINKING_GRAMMARS[key] = ThinkingGrammar(compiled, (start, end), opened=opened,
+                                                        budget=spec.option("thinking_budget"), end_ids=end_ids)
+    return got.matcher()
 
 
 def _json_text(text: str, what: str) -> Any:
@@ -145,6 +194,7 @@ def _response_format_schema(response_format: Any) -> Any:
 # One process compiles a constraint once per vocabulary (the compiler caches grammars too; this
 # also skips re-reading tools and databases).
 _COMPILED: LRUCache = LRUCache(256)
+_THINKING_GRAMMARS: LRUCache = LRUCache(256)
 
 
 def compile_constraint(spec: Constraint, vocabulary: Any, tokenizer: Any = None) -> CompiledGrammar:
@@ -184,7 +234,7 @@ def allowed_database(path: str) -> Path:
     return target
 
 
-def tool_format(spec: Constraint, tokenizer: Any = None) -> ToolFormat:
+def tool_format(spec: Constraint, tokenizer: Any = None) -> "ToolFormat | CallFormat":
     """The call format of a ``tools`` constraint: its ``format``, else ``tokenizer``'s chat
     template's, else ``"json"``."""
     return read_format(spec.option("format")) or (template_format(tokenizer) if tokenizer is not None else None) \
@@ -206,7 +256,13 @@ def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar
                                        canonical=True)
     specs = read_tools(spec.value)
     mode, names = read_tool_choice(spec.option("tool_choice", "required"), specs)
-    grammar = tool_call_grammar(specs, tool_format(spec, tokenizer), choice=mode, names=names,
-                                parallel=spec.option("parallel_tool_calls", True), strict=True)
-    return compiler.grammar(grammar, source=spec.value)
+    fmt = tool_format(spec, tokenizer)
+    parallel = spec.option("parallel_tool_calls", True)
+    if isinstance(fmt, CallFormat):  # a native format: its structural tag
+        tag = format_structural_tag(fmt, specs, choice=mode, names=names, parallel=parallel)
+        return compiler.structural_tag(tag, whitespace="spaced", strict=True, canonical=True)
+    grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel, strict=True)
+    markers = compiler.vocabulary.markers_in([fmt.list_open, fmt.call_open, fmt.separator, fmt.call_close,
+                                              fmt.list_close])
+    return compiler.marked(markers).grammar(grammar, source=spec.value)
 

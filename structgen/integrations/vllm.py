@@ -45,7 +45,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDi
 
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import StructgenError
-from structgen.integrations.constraints import BYTES, compile_constraint, read_constraint
+from structgen.integrations.constraints import BYTES, compile_constraint, constraint_matcher, read_constraint
 from structgen.integrations.rows import BatchRows
 
 if TYPE_CHECKING:
@@ -119,20 +119,20 @@ class StructgenLogitsProcessor(LogitsProcessor):
             return
         for index in batch_update.removed:
             self.rows.remove(index)
-        for index, params, _prompt_ids, output_ids in batch_update.added:
-            self.rows.add(index, self._matcher(params), output_ids)
+        for index, params, prompt_ids, output_ids in batch_update.added:
+            self.rows.add(index, self._matcher(params, prompt_ids or ()), output_ids)
         for source, target, direction in batch_update.moved:
             self.rows.move(source, target, swap=direction == MoveDirectionality.SWAP)
 
     def apply(self, logits: "torch.Tensor") -> "torch.Tensor":
         return self.rows.mask(logits)
 
-    def _matcher(self, params: SamplingParams) -> Any:
+    def _matcher(self, params: SamplingParams, prompt_ids: Any = ()) -> Any:
         spec = _constraint_of(params)
         if spec is None:
             return None
         try:
-            return compile_constraint(read_constraint(spec), self.vocabulary, self.tokenizer).matcher()
+            return constraint_matcher(read_constraint(spec), self.vocabulary, self.tokenizer, prompt_ids)
         except StructgenError as err:  # validate_params saw it over bytes; this vocabulary refuses it
             log.error("structgen: constraint refused for this vocabulary (%s: %s); the request may only end",
                       type(err).__name__, err)

@@ -41,6 +41,7 @@ class Lowering(Protocol):
     strict: bool  # objects closed unless the schema opens them
     lenient: bool  # drop what cannot be honoured (recorded)
     integral_spellings: bool  # an integer may be spelt 1.0 (drafts 6+)
+    python: bool  # true, false and null spelt True, False and None (Python literals)
     rules: dict[str, Expr]
     merger: Alternatives
 
@@ -54,6 +55,8 @@ class Lowering(Protocol):
     def colon(self) -> Expr: ...
 
     def rule(self, name: str, body: Expr, *, mergeable: bool = False) -> Ref: ...
+
+    def keyword(self, value: "bool | None") -> Expr: ...
 
     def uid(self) -> int: ...
 

@@ -222,7 +222,7 @@ def literal(cv: Lowering, value: Any, ptr: str) -> Expr:
     if isinstance(value, str):
         return cv.key_literal(value)
     if value is None or isinstance(value, bool):
-        return Lit(json.dumps(value).encode())
+        return cv.keyword(value)
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             raise SchemaError(f"enum value {value!r} is not JSON", pointer=ptr)

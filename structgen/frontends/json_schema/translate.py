@@ -96,7 +96,7 @@ class _Converter:
     :class:`~structgen.frontends.json_schema.lowering.Lowering` the lowering by kind builds with."""
 
     def __init__(self, root: Any, whitespace: Literal["flexible", "compact", "spaced"], strict: bool = False,
-                 canonical: bool = False, lenient: bool = False) -> None:
+                 canonical: bool = False, lenient: bool = False, python: bool = False) -> None:
         if whitespace not in ("flexible", "compact", "spaced"):
             raise OptionError(f"whitespace must be 'flexible', 'compact' or 'spaced', not {whitespace!r}")
         self.root = root
@@ -105,6 +105,7 @@ class _Converter:
         self.strict = strict
         self.canonical = canonical
         self.lenient = lenient
+        self.python = python
         # drafts 3 and 4: an integer has no fraction or exponent part (1.0 is a number only)
         dialect = _dialect(root.get("$schema")) if isinstance(root, dict) else ""
         self.integral_spellings = dialect not in ("json-schema.org/draft-03/schema",
@@ -184,11 +185,15 @@ class _Converter:
         """The separator of a key and its value (``": "`` when spaced)."""
         return Lit(b": ") if self.spaced else seq(self.ws, Lit(b":"), self.ws)
 
+    def keyword(self, value: "bool | None") -> Expr:
+        """``true``, ``false`` or ``null`` (``True``, ``False``, ``None`` as Python literals)."""
+        return Lit((repr(value) if self.python else json.dumps(value)).encode())
+
     def primitive(self, name: str) -> Ref:
         if name == "string":
             return self.string_rule(0, None)
         if name not in self.rules:
-            bodies = {"null": Lit(b"null"), "boolean": alt(Lit(b"true"), Lit(b"false"))}
+            bodies = {"null": self.keyword(None), "boolean": alt(self.keyword(True), self.keyword(False))}
             if name in bodies:
                 return self.rule(name, bodies[name])
             if name in ("number", "integer"):
@@ -326,7 +331,7 @@ class _Converter:
             return number_expr(self, t, m)
         if t == "boolean":
             left = [v for v in (True, False) if not any(x is v for x, _ in m.excluded)]
-            return self.primitive("boolean") if len(left) == 2 else Lit(json.dumps(left[0]).encode())
+            return self.primitive("boolean") if len(left) == 2 else self.keyword(left[0])
         return self.primitive(t)
 
     def array_of(self, item: Ref) -> Expr:
@@ -349,7 +354,7 @@ def schema_to_grammar(schema: Any, *, whitespace: Literal["flexible", "compact",
 
 def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", "spaced"] = "flexible",
                      strict: bool = False, canonical: bool = False, lenient: bool = False,
-                     lists_only: "bool | None" = None) -> tuple[Grammar, tuple[Relaxed, ...]]:
+                     lists_only: "bool | None" = None, python: bool = False) -> tuple[Grammar, tuple[Relaxed, ...]]:
     """The grammar of a JSON schema, and the constraints ``lenient`` dropped (empty otherwise).
 
     ``strict=True`` closes objects whose schema does not mention ``additionalProperties`` (the
@@ -360,6 +365,8 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
     ``lenient=True`` drops keywords of :data:`LENIENT_KEYWORDS` that cannot be honoured,
     instead of raising; each is recorded. ``lists_only``: what :func:`check_json_data`
     returned for this very schema, when the caller has just run it (then it is not run again).
+    ``python=True`` writes values as Python literals (``True``, ``False``, ``None``; the rest of
+    canonical JSON is Python already): a pythonic call's arguments.
 
     Raises
     ------
@@ -377,7 +384,7 @@ def translate_schema(schema: Any, *, whitespace: Literal["flexible", "compact", 
     _check_surrogates(schema)
     check_metaschema(schema, lists_only=lists_only)  # a malformed keyword value is refused, never skipped
     # a declared draft: its keywords only (draft 3's as draft 4 spells them)
-    conv = _Converter(for_draft(schema), whitespace, strict, canonical, lenient)
+    conv = _Converter(for_draft(schema), whitespace, strict, canonical, lenient, python)
     try:
         with recursion_room():  # the walk recurses per level of nesting (bounded just above)
             conv.convert(conv.root, "")
