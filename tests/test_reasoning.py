@@ -210,3 +210,16 @@ def test_reasoning_true_reads_a_bundled_templates_markers(generator):
     assert set(r.value) == {"answer"} and r.reasoning_tokens <= 12 and "</think>" not in r.reasoning
     ids = g.prompt_ids(ANSWER, "What is 17 + 25?")  # reasoning off: the template closed an empty block
     assert qwen.decode(ids).endswith("<think>\n\n</think>\n\n")
+
+
+def test_a_stream_labels_reasoning_and_answer(generator):
+    from structgen.api.streaming import Chunk
+
+    items = list(generator.json(ANSWER, "What is 17 + 25? Think step by step first.", max_new_tokens=64,
+                                reasoning=("<think>", "</think>"), thinking_budget=16, stream=True))
+    result, chunks = items[-1], items[:-1]
+    assert chunks and all(isinstance(c, Chunk) for c in chunks)
+    assert "".join(c for c in chunks if c.kind == "reasoning") == result.reasoning
+    assert "".join(c for c in chunks if c.kind == "answer") == result.text
+    kinds = [c.kind for c in chunks]
+    assert kinds == sorted(kinds, key=["reasoning", "answer"].index)  # thinking first, then the answer

@@ -3,7 +3,9 @@
 ``stream=True`` on any :class:`~structgen.Generator` method returns an iterator. The call runs
 in a worker thread; each step's accepted tokens (a drafted run arrives whole, as one chunk)
 are turned into text (bytes held back until they complete a UTF-8 character) and yielded as
-``str``; the last item is the result the call would have returned. A SQL retry yields a
+``str``; the last item is the result the call would have returned. With ``reasoning=`` the
+text comes as :class:`Chunk` strings labelled ``reasoning`` (the thinking, without its markers:
+they join into the result's ``reasoning``) or ``answer`` (they join into its ``text``). A SQL retry yields a
 :class:`~structgen.tasks.jobs.Retry` first: the text streamed so far was refused. A batch
 yields ``(row, chunk)`` pairs, then the list of results. An error is raised where the
 iteration is; leaving the loop early stops decoding at the next step.
@@ -24,9 +26,65 @@ import threading
 from typing import Any, Callable, Iterator
 
 from structgen.engine.vocab import Vocabulary
-from structgen.tasks.jobs import Listener, Retry
+from structgen.tasks.jobs import Listener, Retry, Thinking
 
-__all__ = ["Retry", "TextChunks", "is_chunk", "stream"]
+__all__ = ["Chunk", "Retry", "TextChunks", "ThinkingChunks", "is_chunk", "stream"]
+
+
+class Chunk(str):
+    """Streamed text with its ``kind``: ``"reasoning"`` or ``"answer"`` (a ``str`` still)."""
+
+    kind: str
+
+    def __new__(cls, text: str, kind: str) -> "Chunk":
+        got = super().__new__(cls, text)
+        got.kind = kind
+        return got
+
+    def __repr__(self) -> str:
+        return f"Chunk({str(self)!r}, {self.kind!r})"
+
+
+class ThinkingChunks:
+    """A thinking row's text split at its markers into labelled :class:`Chunk` pieces; the
+    markers themselves are dropped, and text that may be the start of one waits.
+
+    >>> t = ThinkingChunks("<t>", "</t>", opened=False)
+    >>> t.push("<t>hm</"), t.push("t>42"), t.close()
+    ([Chunk('hm', 'reasoning')], [Chunk('42', 'answer')], [])
+    """
+
+    def __init__(self, start: str, end: str, opened: bool) -> None:
+        self.start, self.end = start, end
+        self.phase = "reasoning" if opened else "before"
+        self.pending = ""
+
+    def push(self, text: str) -> "list[Chunk]":
+        self.pending += text
+        out: list[Chunk] = []
+        if self.phase == "before":
+            at = self.pending.find(self.start)
+            if at < 0:
+                return out
+            self.pending, self.phase = self.pending[at + len(self.start):], "reasoning"
+        if self.phase == "reasoning":
+            at = self.pending.find(self.end)
+            if at < 0:  # keep what may be the end marker's beginning
+                keep = next((k for k in range(min(len(self.end) - 1, len(self.pending)), 0, -1)
+                             if self.end.startswith(self.pending[-k:])), 0)
+                ready, self.pending = self.pending[:len(self.pending) - keep], self.pending[len(self.pending) - keep:]
+                return [Chunk(ready, "reasoning")] if ready else out
+            if at:
+                out.append(Chunk(self.pending[:at], "reasoning"))
+            self.pending, self.phase = self.pending[at + len(self.end):], "answer"
+        if self.pending:
+            out.append(Chunk(self.pending, "answer"))
+            self.pending = ""
+        return out
+
+    def close(self) -> "list[Chunk]":
+        rest, self.pending = self.pending, ""
+        return [Chunk(rest, "reasoning" if self.phase != "answer" else "answer")] if rest else []
 
 
 class TextChunks:
@@ -67,7 +125,7 @@ def stream(run: Callable[[Listener], Any], vocab: Vocabulary, *, batch: bool = F
     events: "queue.Queue[tuple[str, Any, Any]]" = queue.Queue()
     closed = threading.Event()
 
-    def listener(row: int, event: "list[int] | Retry") -> None:
+    def listener(row: int, event: "list[int] | Retry | Thinking") -> None:
         if closed.is_set():
             raise _Closed
         events.put(("event", row, event))
@@ -84,24 +142,33 @@ def stream(run: Callable[[Listener], Any], vocab: Vocabulary, *, batch: bool = F
         worker = threading.Thread(target=work, name="structgen-stream", daemon=True)
         worker.start()
         texts: dict[int, TextChunks] = {}
+        thinking: dict[int, ThinkingChunks] = {}
+
+        def labelled(row: int, text: str, last: bool = False) -> list[Any]:
+            split = thinking.get(row)
+            if split is None:
+                return [text] if text else []
+            return split.push(text) + (split.close() if last else [])
+
         try:
             while True:
                 kind, row, value = events.get()
                 if kind == "event":
+                    if isinstance(value, Thinking):
+                        thinking[row] = ThinkingChunks(value.start, value.end, value.opened)
+                        continue
                     if isinstance(value, Retry):
                         texts.pop(row, None)
-                        out: Any = value
+                        outs: list[Any] = [value]
                     else:
-                        out = texts.setdefault(row, TextChunks(vocab)).push(value)
-                        if not out:
-                            continue
-                    yield (row, out) if batch else out
+                        outs = labelled(row, texts.setdefault(row, TextChunks(vocab)).push(value))
+                    for out in outs:
+                        yield (row, out) if batch else out
                 elif kind == "error":
                     raise value
                 else:
                     for row, text in texts.items():
-                        tail = text.close()
-                        if tail:
+                        for tail in labelled(row, text.close(), last=True):
                             yield (row, tail) if batch else tail
                     yield value
                     return

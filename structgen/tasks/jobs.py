@@ -36,7 +36,7 @@ from structgen.tasks.reasoning import split_thinking, with_thinking
 if TYPE_CHECKING:
     from structgen.tasks.context import ModelContext
 
-__all__ = ["Decode", "Job", "Listener", "Retry", "run_job", "run_jobs"]
+__all__ = ["Decode", "Job", "Listener", "Retry", "Thinking", "run_job", "run_jobs"]
 
 R = TypeVar("R")
 
@@ -73,9 +73,19 @@ class Retry:
     error: str
 
 
+@dataclass(frozen=True)
+class Thinking:
+    """For a stream: this row thinks first, between these markers (``opened``: the prompt
+    already wrote the start marker), so its text is labelled reasoning up to the end marker."""
+
+    start: str
+    end: str
+    opened: bool
+
+
 #: Told of a job's progress while it decodes: ``(job index, new token ids)``, or ``(job index,
 #: Retry)`` when a job asks for another decoding of the same output.
-Listener = Callable[[int, "list[int] | Retry"], None]
+Listener = Callable[[int, "list[int] | Retry | Thinking"], None]
 
 
 #: A task's generator: yields decodings, receives (token ids, finish, stats), returns a result.
@@ -139,6 +149,10 @@ def run_jobs(context: "ModelContext", jobs: Sequence["Job[Any]"], listener: List
                 except Exception as err:  # noqa: BLE001 -- handed to the job, as a decoding error is
                     del waiting[i]
                     step(i, error=err)
+                    continue
+                if listener is not None:
+                    start, end, opened, _ = thinking[i]
+                    listener(i, Thinking(start.decode(), end.decode(), opened))
         rounds: dict[tuple[Any, ...], list[tuple[int, Decode]]] = {}
         for i, request in waiting.items():
             config = request.config
