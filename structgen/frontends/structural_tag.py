@@ -11,8 +11,9 @@ unchanged)::
 Formats read here (the fields xgrammar gives them):
 
 - primitives: ``const_string`` (``value``), ``json_schema`` (``json_schema``; ``style``
-  ``"json"``, or the XML argument styles ``"qwen_xml"``, ``"minimax_xml"``, ``"glm_xml"`` of
-  :mod:`structgen.frontends.xml_arguments`), ``regex`` (``pattern``, Python ``re`` dialect), ``grammar`` (``grammar``: Lark
+  ``"json"``, or the XML argument styles ``"qwen_xml"``, ``"minimax_xml"``, ``"glm_xml"``,
+  ``"deepseek_xml"``, ``"kimi_k3_xml"`` of :mod:`structgen.frontends.xml_arguments`, and
+  structgen's own ``"deepseek_v4_1_xml"`` and ``"pythonic"``), ``regex`` (``pattern``, Python ``re`` dialect), ``grammar`` (``grammar``: Lark
   text, or xgrammar/GBNF EBNF when it holds ``::=``), ``any_text`` (``excludes``,
   ``max_chars``);
 - composition: ``sequence`` and ``or`` (``elements``), ``optional``, ``plus``, ``star``
@@ -30,8 +31,7 @@ As in xgrammar, an unlimited format (``any_text``, ``triggered_tags``, ``dispatc
 
 What cannot be honoured is refused, never dropped: the token-level formats (``token``,
 ``any_tokens``, ``token_triggered_tags``, ...), ``any_text``'s ``max_tokens`` (a decoding-time
-budget: use ``thinking_budget=``), the ``style`` values ``deepseek_xml``, ``cohere_xml`` and
-``kimi_k3_xml``, and ``any_order``, unknown fields
+budget: use ``thinking_budget=``), the ``style`` value ``cohere_xml``, ``any_order``, unknown fields
 and types: each a :class:`~structgen.errors.StructuralTagError` naming the JSON pointer.
 
 Example

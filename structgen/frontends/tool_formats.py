@@ -62,6 +62,10 @@ class CallFormat:
     #: whether text may come before the calls (False: an answer is text or calls, as the
     #: serving parser reads only an answer that is all calls)
     text_first: bool = True
+    #: what ends an answer without calls (Kimi-K3 closes its response and message blocks)
+    text_end: str = ""
+    #: the number of an answer's first call (``call_id``'s, when the format numbers calls)
+    first_index: int = 0
     #: markers that are single special tokens in the family's vocabulary (documentation and the
     #: tests' family tokenizers; any tokenizer's special tokens are found by their text)
     special_tokens: tuple[str, ...] = ()
@@ -146,6 +150,14 @@ CALL_FORMATS: dict[str, CallFormat] = {f.name: f for f in (
                special_tokens=("[TOOL_CALLS]", "[ARGS]"),
                source="Mistral Small 3.2 chat template (mistral_small_3_2.jinja) without call ids, as "
                       "mistral-common's tokenizer v13 writes; vLLM mistral parser"),
+    CallFormat("kimi_k3", call_begin='<|open|>call tool="{name}" index="', call_end="<|close|>call<|sep|>",
+               call_id=(r"[1-9][0-9]*", '"<|sep|>'), first_index=1, style="kimi_k3_xml",
+               section=("<|close|>response<|sep|><|open|>tools<|sep|>", "<|close|>tools<|sep|><|close|>message<|sep|>"),
+               text_end="<|close|>response<|sep|><|close|>message<|sep|>",
+               thinking=("<|open|>think<|sep|>", "<|close|>think<|sep|><|open|>response<|sep|>"),
+               special_tokens=("<|open|>", "<|close|>", "<|sep|>"),
+               source="Kimi-K3 chat template (kimi_k3.jinja, thinking off: the prompt opens the response block); "
+                      "vLLM kimi_k3 parser; xgrammar get_kimi_k3_structural_tag"),
     CallFormat("llama4_pythonic", call_begin="{name}(", call_end=")", style="pythonic", section=("[", "]"),
                separator=", ", text_first=False,
                source="vLLM's Llama 4 pythonic template (llama4_pythonic.jinja) and llama4_pythonic parser (a Python "
@@ -207,12 +219,19 @@ def format_structural_tag(fmt: CallFormat, specs: list[ToolSpec], *, choice: str
     one or more calls (False: exactly one).
     """
     tags = [_tag(fmt, s) for s in specs if names is None or s.name in names]
+    if fmt.text_end:  # text, then the format's end of a text answer, or the calls' section
+        text = {"type": "any_text", "excludes": [fmt.text_end, fmt.opens_with]}
+        end: dict[str, Any] = {"type": "const_string", "value": fmt.text_end}
+        if choice == "none" or not tags:
+            return {"type": "structural_tag", "format": {"type": "sequence", "elements": [text, end]}}
+        calls = _calls(fmt, tags, parallel)
+        if choice == "required":
+            return {"type": "structural_tag", "format": calls}
+        return {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+            text, {"type": "or", "elements": [calls, end]}]}}
     if choice == "none" or not tags:
         return {"type": "structural_tag", "format": {"type": "any_text"}}
-    calls: dict[str, Any] = {"type": "tags_with_separator", "tags": tags, "separator": fmt.separator,
-                             "at_least_one": True, "stop_after_first": not parallel}
-    if fmt.section is not None:
-        calls = {"type": "tag", "begin": fmt.section[0], "content": calls, "end": fmt.section[1]}
+    calls = _calls(fmt, tags, parallel)
     if choice == "required":
         return {"type": "structural_tag", "format": calls}
     if not fmt.text_first:  # text, or calls alone
@@ -225,6 +244,15 @@ def format_structural_tag(fmt: CallFormat, specs: list[ToolSpec], *, choice: str
         body = {"type": "sequence", "elements": [
             {"type": "any_text", "excludes": [fmt.opens_with]}, {"type": "optional", "content": calls}]}
     return {"type": "structural_tag", "format": body}
+
+
+def _calls(fmt: CallFormat, tags: list[dict[str, Any]], parallel: bool) -> dict[str, Any]:
+    """One or more calls (exactly one unless ``parallel``), in the format's section if it has one."""
+    calls: dict[str, Any] = {"type": "tags_with_separator", "tags": tags, "separator": fmt.separator,
+                             "at_least_one": True, "stop_after_first": not parallel}
+    if fmt.section is not None:
+        calls = {"type": "tag", "begin": fmt.section[0], "content": calls, "end": fmt.section[1]}
+    return calls
 
 
 def calls_of(fmt: CallFormat, segments: list[Any]) -> tuple[str | None, list[tuple[str, Any]]]:
@@ -252,7 +280,7 @@ def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
     >>> write_calls(CALL_FORMATS["glm_4_7"], [("f", {"city": "Paris", "days": 3})])
     '<tool_call>f<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>'
     """
-    from structgen.frontends.xml_arguments import XML_STYLES
+    from structgen.frontends.xml_arguments import XML_STYLES, kind_of
 
     parts = []
     for k, (name, args) in enumerate(calls):
@@ -265,11 +293,14 @@ def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
         else:
             xml = XML_STYLES[fmt.style]
             body = xml.separator.join(
-                xml.opening(key, raw=isinstance(value, str)) + (value if isinstance(value, str) else argument_json(value))
+                xml.opening(key, raw=isinstance(value, str), kind=kind_of(value))
+                + (value if isinstance(value, str) else argument_json(value))
                 + xml.close + xml.after for key, value in args.items())
-        call_id = f"{k}{fmt.call_id[1]}" if fmt.call_id is not None else ""
+        call_id = f"{fmt.first_index + k}{fmt.call_id[1]}" if fmt.call_id is not None else ""
         parts.append(fmt.begin(name) + call_id + body + fmt.call_end)
     text = fmt.separator.join(parts)
+    if not parts:
+        return fmt.text_end
     return fmt.section[0] + text + fmt.section[1] if fmt.section else text
 
 

@@ -9,6 +9,8 @@ quotes, no escapes) and any other value as JSON:
 - ``glm_xml`` (GLM-4.7): ``<arg_key>city</arg_key><arg_value>Paris</arg_value>``, no space;
 - ``deepseek_xml`` (DeepSeek-V3.2, V4): ``<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>``,
   ``string="false"`` before a JSON value, joined by ``\n``;
+- ``kimi_k3_xml`` (Kimi-K3): ``<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>``,
+  the ``type`` attribute naming the value's JSON type (``number`` for integers too), a string raw;
 - ``pythonic`` (Llama 4's pythonic calls, structgen's own style name): keyword arguments
   ``city="Paris", days=3`` whose values are Python literals (strings quoted, ``True``,
   ``False``, ``None``), read back with :func:`ast.literal_eval` as vLLM's parser reads them.
@@ -36,7 +38,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from structgen.core.ir import ByteClass, Expr, Lit, Repeat, Seq, alt, seq
+from structgen.core.ir import Alt, ByteClass, Expr, Lit, Repeat, Seq, alt, seq
 from structgen.errors import ParseError, SchemaError, UnsupportedFeatureError, is_no_value
 
 __all__ = ["XmlStyle", "XML_STYLES", "xml_arguments", "read_xml_arguments"]
@@ -55,14 +57,16 @@ class XmlStyle:
     #: every value a Python literal, strings quoted (pythonic calls), never raw text
     quoted: bool = False
 
-    def opening(self, key: str, raw: bool) -> str:
-        """The opening of one argument (``{string}``: whether its value is a raw string)."""
-        return self.open.replace("{key}", key).replace("{string}", "true" if raw else "false")
+    def opening(self, key: str, raw: bool, kind: str = "") -> str:
+        """The opening of one argument (``{string}``: whether its value is a raw string;
+        ``{type}``: ``kind``, the value's JSON type as Kimi-K3 names it)."""
+        return self.open.replace("{key}", key).replace("{string}", "true" if raw else "false").replace("{type}", kind)
 
     def pattern(self) -> "re.Pattern[str]":
         """A regex finding each argument's key, string flag (where the style writes one) and value."""
         head, tail = (re.escape(part) for part in self.open.split("{key}"))
         tail = tail.replace(re.escape("{string}"), "(?P<string>true|false)")
+        tail = tail.replace(re.escape("{type}"), "(?P<type>[a-z]+)")
         return re.compile(head + r"(?P<key>.*?)" + tail + r"(?P<value>.*?)" + re.escape(self.close), re.S)
 
 
@@ -75,6 +79,7 @@ XML_STYLES: dict[str, XmlStyle] = {s.name: s for s in (
     # DeepSeek-V4.1 (SGLang's encoding_dsv41.py): the tag names take a leading space; not an xgrammar style
     XmlStyle("deepseek_v4_1_xml", '<｜DSML｜ parameter name="{key}" string="{string}">', "</｜DSML｜ parameter>",
              separator="\n"),
+    XmlStyle("kimi_k3_xml", '<|open|>argument key="{key}" type="{type}"<|sep|>', "<|close|>argument<|sep|>"),
     XmlStyle("pythonic", "{key}=", "", separator=", ", quoted=True),
 )}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -122,13 +127,16 @@ def xml_arguments(schema: Any, style: str, json_value: Callable[[Any, str], Expr
             raise UnsupportedFeatureError("properties", pointer=where,
                                           hint=f"{style} calls name arguments as Python identifiers, not {key!r}")
         try:
-            value = _value(sub, xml, json_value, text, where)
+            if "{type}" in xml.open:  # the opening names the value's type: one branch per type
+                argument = _typed(key, sub, xml, json_value, text, where)
+            else:
+                opening = xml.opening(key, raw=_is_string(sub))
+                argument = seq(Lit(opening.encode()), _value(sub, xml, json_value, text, where))
         except SchemaError as err:
             if is_no_value(err) and key not in required:
                 continue  # no value fits: an optional argument that is never written (as in JSON)
             raise
-        opening = xml.opening(key, raw=_is_string(sub))
-        items.append((seq(Lit(opening.encode()), value, Lit((xml.close + xml.after).encode())), key in required))
+        items.append((seq(argument, Lit((xml.close + xml.after).encode())), key in required))
     extra = schema.get("additionalProperties", not properties)
     if extra is not False:
         head, tail = xml.opening("{key}", raw=True).split("{key}")
@@ -136,11 +144,17 @@ def xml_arguments(schema: Any, style: str, json_value: Callable[[Any, str], Expr
         if extra is not True and not _is_string(extra) and "{string}" in xml.open:
             raise UnsupportedFeatureError("additionalProperties", pointer=pointer + "/additionalProperties",
                                           hint=f"{style} writes undeclared arguments as raw strings only")
-        if extra is True:
-            value = json_value({}, pointer + "/additionalProperties") if xml.quoted else text((xml.close,))
+        where = pointer + "/additionalProperties"
+        if "{type}" in xml.open:  # the key is free: the typed opening's branches, with it spliced in
+            typed = _typed("\x00", {} if extra is True else extra, xml, json_value, text, where)
+            body = substitute_key(typed, key_text)
         else:
-            value = _value(extra, xml, json_value, text, pointer + "/additionalProperties")
-        one = seq(Lit(head.encode()), key_text, Lit(tail.encode()), value, Lit((xml.close + xml.after).encode()))
+            if extra is True:
+                value = json_value({}, where) if xml.quoted else text((xml.close,))
+            else:
+                value = _value(extra, xml, json_value, text, where)
+            body = seq(Lit(head.encode()), key_text, Lit(tail.encode()), value)
+        one = seq(body, Lit((xml.close + xml.after).encode()))
         items.append((Repeat(one, 0, None) if not xml.separator else
                       Repeat(seq(one, Repeat(seq(Lit(xml.separator.encode()), one), 0, None)), 0, 1), False))
     return _in_order(items, xml.separator.encode(), rule)
@@ -159,6 +173,57 @@ def _value(sub: Any, xml: XmlStyle, json_value: Callable[[Any, str], Expr], text
             raise UnsupportedFeatureError(key, pointer=f"{pointer}/{key}",
                                           hint=f"a raw string in {xml.name} arguments cannot be checked for it")
     return text((xml.close,))
+
+
+#: JSON types as Kimi-K3's ``type`` attribute names them
+KINDS = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null",
+         "array": "array", "object": "object"}
+
+
+def kind_of(value: Any) -> str:
+    """The ``type`` attribute Kimi-K3 writes for ``value``."""
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", dict: "object", list: "array"}.get(type(value), "string")
+
+
+def _typed(key: str, sub: Any, xml: XmlStyle, json_value: Callable[[Any, str], Expr], text: Callable[..., Expr],
+           pointer: str) -> Expr:
+    """One argument whose opening names its value's type: a branch per type the schema allows."""
+    if _is_string(sub):
+        return seq(Lit(xml.opening(key, raw=True, kind="string").encode()), _value(sub, xml, json_value, text, pointer))
+    if not isinstance(sub, dict):
+        return json_value(sub, pointer)  # false: no value (an optional argument is left out)
+    declared = sub.get("type")
+    types = [declared] if isinstance(declared, str) else list(declared or ("string", "number", "boolean", "null",
+                                                                           "array", "object"))
+    if len(types) > 1 and any(k in sub for k in ("enum", "const", "anyOf", "oneOf", "allOf", "not", "$ref")):
+        raise UnsupportedFeatureError("type", pointer=pointer, hint=f"{xml.name} names an argument's type before "
+                                      "its value: give a property with these keywords one \"type\"")
+    branches = []
+    for t in types:
+        if t not in KINDS or (t == "integer" and "number" in types):  # number's branch writes integers too
+            continue
+        one = {**sub, "type": t}
+        value = _value(one, xml, json_value, text, pointer) if t == "string" else json_value(one, pointer)
+        branches.append(seq(Lit(xml.opening(key, raw=t == "string", kind=KINDS[t]).encode()), value))
+    return alt(*branches)
+
+
+def substitute_key(expr: Expr, key: Expr) -> Expr:
+    """``expr`` with the NUL byte of its openings' literals replaced by ``key``."""
+    if isinstance(expr, Lit) and b"\x00" in expr.data:
+        before, after = expr.data.split(b"\x00", 1)
+        return seq(Lit(before), key, Lit(after))
+    if isinstance(expr, Seq):
+        return seq(*(substitute_key(e, key) for e in expr.items))
+    if isinstance(expr, Alt):
+        return alt(*(substitute_key(e, key) for e in expr.items))
+    return expr
 
 
 def _is_string(sub: Any) -> bool:
@@ -205,7 +270,9 @@ def read_xml_arguments(text: str, style: str, schema: Any) -> dict[str, Any]:
     for found in xml.pattern().finditer(text):
         key, value = found["key"], found["value"]
         sub = properties.get(key, extra if isinstance(extra, dict) else {"type": "string"})
-        raw = found["string"] == "true" if "string" in xml.pattern().groupindex else _is_string(sub)
+        groups = xml.pattern().groupindex
+        raw = found["string"] == "true" if "string" in groups else found["type"] == "string" if "type" in groups \
+            else _is_string(sub)
         if raw:
             out[key] = value
         else:
