@@ -325,3 +325,22 @@ def test_named_formats_on_the_model_return_openai_calls(generator, name):
     (call,) = r.message["tool_calls"][:1]
     assert call["type"] == "function" and call["function"]["name"] == "get_weather"
     assert isinstance(json.loads(call["function"]["arguments"])["city"], str)
+
+
+def test_hermes_markers_on_a_tokenizer_that_has_them(smollm2_tokenizer):
+    """hermes (a ToolFormat, not a structural tag) finds its markers among the special tokens too."""
+    import copy
+
+    from tokenizers import AddedToken
+
+    from structgen.frontends.tool_calls import FORMATS, call_text
+    from structgen.integrations.constraints import compile_constraint, read_constraint
+
+    family = copy.deepcopy(smollm2_tokenizer)
+    family.add_tokens([AddedToken(t, special=True, normalized=False) for t in ("<tool_call>", "</tool_call>")],
+                      special_tokens=True)
+    compiled = compile_constraint(read_constraint({"tools": [WEATHER], "format": "hermes"}), family)
+    text = call_text(FORMATS["hermes"], [("get_weather", {"city": "Oslo"})])
+    ids = family.encode(text, add_special_tokens=False)
+    assert set(family.convert_tokens_to_ids(["<tool_call>", "</tool_call>"])) <= set(ids)
+    assert _walk(compiled, text, family) is None
