@@ -344,3 +344,21 @@ def test_hermes_markers_on_a_tokenizer_that_has_them(smollm2_tokenizer):
     ids = family.encode(text, add_special_tokens=False)
     assert set(family.convert_tokens_to_ids(["<tool_call>", "</tool_call>"])) <= set(ids)
     assert _walk(compiled, text, family) is None
+
+
+def test_harmony_ends_a_call_with_gpt_oss_end_of_sequence(smollm2_tokenizer):
+    """gpt-oss's generation config ends generation at <|call|>: there the call is left open for
+    that token to end it (one call per answer), rather than spelled out before another end."""
+    from structgen.engine.vocab import Vocabulary
+    from structgen.integrations.constraints import compile_constraint, read_constraint
+
+    family, _, special = _family("harmony", smollm2_tokenizer)
+    call = special["<|call|>"]
+    vocab = Vocabulary.from_tokenizer(family, eos_ids=[call])
+    compiled = compile_constraint(read_constraint({"tools": [WEATHER], "format": "harmony"}), vocab, family)
+    text = write_calls(CALL_FORMATS["harmony"], [("get_weather", {"city": "Oslo"})])
+    assert text.endswith("<|call|>")
+    m = compiled.matcher()
+    ids = family.encode(text[:-len("<|call|>")], add_special_tokens=False)
+    assert all(m.advance(t) for t in ids) and m.can_end()
+    assert call in m.allowed_token_ids() and m.advance(call)

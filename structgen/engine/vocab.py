@@ -259,6 +259,11 @@ class Vocabulary:
         return b"".join(self.tokens[t] or (b"" if t in self.eos_ids else self.specials.get(t, b""))
                         for t in token_ids)
 
+    @property
+    def eos_texts(self) -> frozenset[str]:
+        """The texts of the end-of-sequence tokens that have one (gpt-oss's ``<|call|>``)."""
+        return frozenset(self.specials[i].decode("utf-8", "replace") for i in self.eos_ids if i in self.specials)
+
     def markers_in(self, texts: Iterable[str]) -> frozenset[int]:
         """The special tokens whose text occurs in one of ``texts`` (a grammar's fixed strings:
         tags' begins and ends, triggers, separators).

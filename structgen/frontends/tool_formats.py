@@ -37,7 +37,7 @@ from structgen.errors import OptionError, ParseError, ToolSpecError
 from structgen.frontends.tool_calls import ToolSpec, argument_json, open_free_objects, opened
 
 __all__ = ["CallFormat", "CALL_FORMATS", "register_call_format", "format_structural_tag", "calls_of",
-           "write_calls"]
+           "write_calls", "ending_at_eos"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ class CallFormat:
     text_end: str = ""
     #: the number of an answer's first call (``call_id``'s, when the format numbers calls)
     first_index: int = 0
+    #: one call per answer (the end of sequence ends the call: :func:`ending_at_eos`)
+    one_call: bool = False
     #: markers that are single special tokens in the family's vocabulary (documentation and the
     #: tests' family tokenizers; any tokenizer's special tokens are found by their text)
     special_tokens: tuple[str, ...] = ()
@@ -168,6 +170,21 @@ CALL_FORMATS: dict[str, CallFormat] = {f.name: f for f in (
 )}
 
 
+def ending_at_eos(fmt: CallFormat, eos_texts: "set[str] | frozenset[str]") -> CallFormat:
+    """``fmt`` for a tokenizer whose end-of-sequence tokens spell ``eos_texts``: where a call ends
+    with one of them (gpt-oss ends a call with ``<|call|>``, an end of sequence in its generation
+    config), the call is left open for that token to end it, and an answer holds one call.
+
+    >>> ending_at_eos(CALL_FORMATS["harmony"], {"<|call|>"}).call_end
+    ''
+    """
+    if fmt.call_end and fmt.call_end in eos_texts and fmt.section is None:
+        from dataclasses import replace
+
+        return replace(fmt, call_end="", one_call=True)
+    return fmt
+
+
 def register_call_format(fmt: CallFormat) -> None:
     """Add a format (or replace one of the same name) for ``Generator.tool_calls(format=...)``.
 
@@ -219,6 +236,7 @@ def format_structural_tag(fmt: CallFormat, specs: list[ToolSpec], *, choice: str
     one or more calls (False: exactly one).
     """
     tags = [_tag(fmt, s) for s in specs if names is None or s.name in names]
+    parallel = parallel and not fmt.one_call
     if fmt.text_end:  # text, then the format's end of a text answer, or the calls' section
         text = {"type": "any_text", "excludes": [fmt.text_end, fmt.opens_with]}
         end: dict[str, Any] = {"type": "const_string", "value": fmt.text_end}

@@ -53,7 +53,7 @@ from structgen.engine.lru import LRUCache
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import OptionError, SchemaError
 from structgen.frontends.tool_calls import FORMATS, ToolFormat, read_tool_choice, read_tools, tool_call_grammar
-from structgen.frontends.tool_formats import CallFormat, format_structural_tag
+from structgen.frontends.tool_formats import CallFormat, ending_at_eos, format_structural_tag
 from structgen.tasks.tool_calls import read_format, template_format
 
 __all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "constraint_matcher", "allowed_database",
@@ -259,6 +259,7 @@ def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar
     fmt = tool_format(spec, tokenizer)
     parallel = spec.option("parallel_tool_calls", True)
     if isinstance(fmt, CallFormat):  # a native format: its structural tag
+        fmt = ending_at_eos(fmt, compiler.vocabulary.eos_texts)
         tag = format_structural_tag(fmt, specs, choice=mode, names=names, parallel=parallel)
         return compiler.structural_tag(tag, whitespace="spaced", strict=True, canonical=True)
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel, strict=True)

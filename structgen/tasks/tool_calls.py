@@ -30,7 +30,8 @@ from structgen.errors import DecodingError, IncompleteGenerationError, MessagesE
 from structgen.frontends.structural_tag import read_structural_tag
 from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls,
                                             read_tool_choice, read_tools, tool_call_grammar)
-from structgen.frontends.tool_formats import CALL_FORMATS, CallFormat, calls_of, format_structural_tag, write_calls
+from structgen.frontends.tool_formats import (CALL_FORMATS, CallFormat, calls_of, ending_at_eos, format_structural_tag,
+                                             write_calls)
 from structgen.tasks.chat import content_text, thinking_switches
 from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
@@ -331,6 +332,7 @@ def _native_job(context: ModelContext, specs: list[ToolSpec], fmt: CallFormat, i
     """Calls in a native format: its structural tag compiled, decoded, read back from the segments."""
     if not isinstance(parallel, bool):
         raise OptionError(f"parallel_tool_calls must be True or False, not {parallel!r:.40}")
+    fmt = ending_at_eos(fmt, context.vocabulary.eos_texts)
     spec = format_structural_tag(fmt, specs, choice=mode, names=names, parallel=parallel)
     compiled = context.compiler.structural_tag(spec, whitespace="spaced", strict=strict, canonical=True)
     close = fmt.section[1] if fmt.section else ""
