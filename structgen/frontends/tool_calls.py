@@ -99,6 +99,11 @@ class ToolFormat:
     #: writes earlier calls into a prompt (default: :func:`call_text` in this format)
     writer: Any = field(default=None, compare=False)
 
+    @property
+    def markup(self) -> tuple[str, ...]:
+        """The fixed strings around calls (where a tokenizer's special tokens may sit)."""
+        return (self.list_open, self.call_open, self.separator, self.call_close, self.list_close)
+
     def __post_init__(self) -> None:
         if not self.trigger or not (self.list_open + self.call_open + '{"name"').startswith(self.trigger):
             raise OptionError(f"format {self.name!r}: the trigger must open the calls")

@@ -196,6 +196,8 @@ def _typed(key: str, sub: Any, xml: XmlStyle, json_value: Callable[[Any, str], E
     """One argument whose opening names its value's type: a branch per type the schema allows."""
     if _is_string(sub):
         return seq(Lit(xml.opening(key, raw=True, kind="string").encode()), _value(sub, xml, json_value, text, pointer))
+    if sub is True:
+        sub = {}
     if not isinstance(sub, dict):
         return json_value(sub, pointer)  # false: no value (an optional argument is left out)
     declared = sub.get("type")

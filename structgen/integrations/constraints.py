@@ -263,7 +263,5 @@ def _compile(spec: Constraint, compiler: Any, tokenizer: Any) -> CompiledGrammar
         tag = format_structural_tag(fmt, specs, choice=mode, names=names, parallel=parallel)
         return compiler.structural_tag(tag, whitespace="spaced", strict=True, canonical=True)
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel, strict=True)
-    markers = compiler.vocabulary.markers_in([fmt.list_open, fmt.call_open, fmt.separator, fmt.call_close,
-                                              fmt.list_close])
-    return compiler.marked(markers).grammar(grammar, source=spec.value)
+    return compiler.marked(compiler.vocabulary.markers_in(fmt.markup)).grammar(grammar, source=spec.value)
 

@@ -301,9 +301,7 @@ def tool_calls_job(context: ModelContext, tools: Any, messages: Any, config: Dec
                                        stop_repeated_calls=stop_repeated_calls))
     grammar = tool_call_grammar(specs, fmt, choice=mode, names=names, parallel=parallel_tool_calls,
                                 strict=strict)
-    markers = context.vocabulary.markers_in([fmt.list_open, fmt.call_open, fmt.separator, fmt.call_close,
-                                             fmt.list_close])
-    compiled = context.compiler.marked(markers).grammar(grammar, source=tools)
+    compiled = context.compiler.marked(context.vocabulary.markers_in(fmt.markup)).grammar(grammar, source=tools)
     try:
         tokens, finish, stats = yield Decode(compiled.matcher(), ids, config)
     except IncompleteGenerationError as err:
