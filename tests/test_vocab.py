@@ -86,3 +86,17 @@ def test_token_index_prefix_skips():
     assert prefix_range_end(index.keys, b"a", 0, 4) == 3  # past every key starting with "a"
     assert prefix_range_end(index.keys, b"ab", 1, 4) == 3
     assert prefix_range_end([b"\xff", b"\xff\x01"], b"\xff", 0, 2) == 2
+
+
+def test_marked_variants_are_bounded_and_spell_their_markers():
+    """A server's clients may name ever new sets of special tokens in their specs: one vocabulary
+    keeps a bounded number of marked variants, and a variant asked again spells the same."""
+    from structgen.engine.vocab import MARKED_VARIANTS, Vocabulary
+
+    v = Vocabulary([b"a"] + [None] * 40, eos_ids=[40], specials={i: f"<m{i}>".encode() for i in range(1, 41)})
+    for i in range(1, 40):
+        marked = v.with_markers([i])
+        assert marked.tokens[i] == f"<m{i}>".encode() and marked.tokens[i % 39 + 1] is None
+    assert len(v._marked) == MARKED_VARIANTS
+    assert v.with_markers([40]) is v  # an end of sequence is never a marker
+    assert v.with_markers([1]).with_markers([2]).tokens[1:3] == [b"<m1>", b"<m2>"]

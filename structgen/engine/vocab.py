@@ -55,6 +55,9 @@ _GPT2 = _gpt2_unicode_to_byte()
 _CONTROL = re.compile(r"^(<[^<>\s]+>|\[[A-Za-z_]+\])$")
 
 
+#: Marked variants of one vocabulary kept (each a full copy of its tokens and its own mask caches).
+MARKED_VARIANTS = 16
+
 #: Entries kept in a vocabulary's shared mask cache (each holds about one bitmask: 6 KB for a
 #: 49k vocabulary, 32 KB for 262k).
 MASK_CACHE_ENTRIES = 4096
@@ -234,7 +237,9 @@ class Vocabulary:
         #: (:meth:`with_markers`) and an output's text (:meth:`text_bytes`) read it
         self.specials: dict[int, bytes] = {int(i): bytes(t) for i, t in (specials or {}).items()
                                            if 0 <= int(i) < self.size and self.tokens[int(i)] is None}
-        self._marked: dict[frozenset[int], Vocabulary] = {}
+        #: variants with markers spelled (:meth:`with_markers`), the most recent few: a server whose
+        #: clients name ever new sets of special tokens must not keep a vocabulary per set
+        self._marked: LRUCache = LRUCache(MARKED_VARIANTS)
         #: the vocabulary this one was marked from (:meth:`with_markers`), and the ids it marked
         self.base: Vocabulary = self
         self.marked_ids: frozenset[int] = frozenset()
