@@ -310,7 +310,8 @@ class Vocabulary:
     def with_markers(self, ids: Iterable[int]) -> "Vocabulary":
         """This vocabulary with the special tokens ``ids`` spelling their text (a format's markers
         on a tokenizer that has them as special tokens: the grammar's marker then matches the
-        model's own token). One vocabulary per set of ids, kept; ``self`` when none is new.
+        model's own token). One vocabulary per set of ids (the :data:`MARKED_VARIANTS` most recent
+        kept); ``self`` when none is new.
 
         >>> v = Vocabulary([b"a", None, None], eos_ids=[2], specials={1: b"<m>"})
         >>> m = v.with_markers([1])

@@ -154,11 +154,11 @@ def constraint_matcher(spec: Constraint, vocabulary: Any, tokenizer: Any = None,
     reasoning = spec.option("reasoning")
     if not reasoning:
         return compiled.matcher()
-    from structgen.tasks.reasoning import ThinkingGrammar, thinking_markers
+    from structgen.tasks.reasoning import ThinkingGrammar, prompt_opened, thinking_markers
 
     start, end = thinking_markers(tokenizer, True if reasoning is True else tuple(reasoning))
     vocab = compiled.vocabulary
-    opened = vocab.text_bytes([t for t in prompt_ids if 0 <= t < vocab.size]).rstrip().endswith(start.encode())
+    opened = prompt_opened(vocab, prompt_ids, start)
     key = (vocab.fingerprint, spec.key, opened)
     got = _THINKING_GRAMMARS.get(key)
     if got is None:

@@ -145,12 +145,11 @@ class LogitsProcessor(transformers.LogitsProcessor):
         k = row // (rows // len(self.grammars))
         if self._thinking is None:
             return self.grammars[k].matcher()
-        from structgen.tasks.reasoning import ThinkingGrammar
+        from structgen.tasks.reasoning import ThinkingGrammar, prompt_opened
 
         markers, budget, end_ids = self._thinking
         assert self._prompt is not None
-        prompt = self.vocabulary.text_bytes([t for t in self._prompt[row].tolist() if t < self.vocabulary.size])
-        opened = prompt.rstrip().endswith(markers[0].encode())  # the template opened the thinking
+        opened = prompt_opened(self.vocabulary, self._prompt[row].tolist(), markers[0])
         got = self._thinking_grammars.get((k, opened))
         if got is None:
             got = ThinkingGrammar(self.grammars[k], markers, opened=opened, budget=budget, end_ids=end_ids)

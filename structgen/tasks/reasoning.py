@@ -33,7 +33,8 @@ from structgen.frontends.structural_tag import free_text
 if TYPE_CHECKING:
     from structgen.tasks.context import ModelContext
 
-__all__ = ["KNOWN_MARKERS", "ThinkingGrammar", "spelled", "thinking_markers", "with_thinking", "split_thinking"]
+__all__ = ["KNOWN_MARKERS", "ThinkingGrammar", "prompt_opened", "spelled", "thinking_markers", "with_thinking",
+           "split_thinking"]
 
 #: Thinking markers read from chat templates: (what the template's source holds, (start, end)).
 KNOWN_MARKERS: tuple[tuple[tuple[str, ...], tuple[str, str]], ...] = (
@@ -99,6 +100,18 @@ class ThinkingGrammar:
                                end_ids=self.end_ids, budget=self.budget)
 
 
+def prompt_opened(vocabulary: Any, prompt_ids: Any, start: str) -> bool:
+    """Whether the prompt already wrote the start marker (a template whose generation prompt
+    opens the thinking), its special tokens read as their text.
+
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> prompt_opened(Vocabulary([b"a", None], eos_ids=[], specials={1: b"<t>"}), [0, 1], "<t>")
+    True
+    """
+    ids = [t for t in prompt_ids if 0 <= t < vocabulary.size]
+    return vocabulary.text_bytes(ids).rstrip().endswith(start.encode())
+
+
 def spelled(vocabulary: Any, data: bytes) -> list[int]:
     """``data`` spelled in the longest tokens of ``vocabulary`` (a spelling the grammar allows,
     when no tokenizer gives the canonical one).
@@ -137,8 +150,7 @@ def with_thinking(context: "ModelContext", request: Any) -> tuple[Any, tuple[byt
     if inner.compiled is None or inner.token_ids:
         raise OptionError("reasoning= is not supported by this task (it decodes from a matcher already under way)")
     start, end = thinking_markers(context.tokenizer, config.reasoning)
-    prompt = context.vocabulary.text_bytes(list(request.prompt_ids)).rstrip()
-    opened = prompt.endswith(start.encode())
+    opened = prompt_opened(context.vocabulary, request.prompt_ids, start)
     thinking = ThinkingGrammar(inner.compiled, (start, end), opened=opened, budget=config.thinking_budget,
                                end_ids=list(context.tokenizer.encode(end, add_special_tokens=False)),
                                compiler=context.compiler)
