@@ -129,7 +129,7 @@ def test_unlimited_content_stops_at_the_tag_end():
     ({"type": "sequence", "elements": [{"type": "any_tokens"}]}, "/elements/0/type", "not supported"),
     ({"type": "tag", "begin": "<a>", "content": {"type": "any_text", "max_tokens": 5}, "end": "</a>"},
      "/content/max_tokens", "thinking_budget"),
-    ({"type": "json_schema", "json_schema": {}, "style": "cohere_xml"}, "/style", "not supported"),
+    ({"type": "json_schema", "json_schema": {}, "style": "gemma"}, "/style", "not supported"),
     ({"type": "json_schema", "json_schema": {}, "any_order": True}, "/any_order", "declared order"),
     ({"type": "const_string", "value": "a", "colour": 1}, "/colour", "unknown field"),
     ({"type": "tag", "begin": "<a>", "content": {"type": "const_string", "value": "x"}}, "", "'end'"),

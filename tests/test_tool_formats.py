@@ -159,6 +159,29 @@ def test_the_family_template_shows_tools_and_writes_calls_the_grammar_reads(name
     assert _walk(compiled, ours, tokenizer) is None
 
 
+COHERE = json.loads((TEMPLATES / "cohere_cmd5.json").read_text())
+
+
+@pytest.mark.parametrize("family", [False, True], ids=["text-markers", "family-tokens"])
+@pytest.mark.parametrize("case", COHERE["cases"], ids=lambda c: f"{c['label']}-{'think' if c['reasoning'] else 'plain'}")
+def test_cohere_calls_are_written_as_its_renderer_writes_them(case, family, compiler, smollm2_tokenizer):
+    """Cohere's CMD5 has no Jinja template: its renderer's output (cohere-melody's render_cmd5,
+    kept in the fixture) shows the tools, opens or closes the thinking in the generation prompt,
+    and writes exactly the calls the format writes (nested dict and list values, raw text
+    with quotes and ``&&``), which walk the grammar and read back."""
+    fmt = CALL_FORMATS["cohere"]
+    tools = [{"type": "function", "function": t} for t in case["tools"]]
+    calls = [(name, args) for name, args in case["calls"]]
+    assert all(t["name"] in case["prompt"] for t in case["tools"])
+    assert case["prompt"].endswith(fmt.thinking[0] if case["reasoning"] else "".join(fmt.thinking))
+    ours = write_calls(fmt, calls)
+    assert ours + "<|END_OF_TURN_TOKEN|>" in case["conversation"]
+    tokenizer, compiler = (smollm2_tokenizer, compiler) if not family else _family("cohere", smollm2_tokenizer)[:2]
+    spec, compiled = _compiled(compiler, fmt, tools, choice="auto")
+    assert _walk(compiled, ours, tokenizer) is None
+    assert calls_of(fmt, segments_of(read_structural_tag(spec), ours)) == (None, calls)
+
+
 def _sample():
     """Every 40th case of BFCL's call categories whose example calls are all valid (and use
     only keys their schema declares: tool arguments are closed objects)."""
@@ -300,7 +323,8 @@ def test_a_custom_tool_call_on_the_model(generator):
     assert re.fullmatch(r"[0-9]+( [+*] [0-9]+)*", call["custom"]["input"])
 
 
-def test_an_optional_xml_argument_no_value_fits_is_left_out_as_in_json():
+@pytest.mark.parametrize("name", ["qwen_3_5", "cohere"])
+def test_an_optional_xml_argument_no_value_fits_is_left_out_as_in_json(name):
     """BFCL's live_multiple_148-58-2 has an optional array with an enum of strings: no value."""
     from structgen.engine.vocab import Vocabulary
 
@@ -308,7 +332,7 @@ def test_an_optional_xml_argument_no_value_fits_is_left_out_as_in_json():
     never = {"type": "array", "enum": ["a", "b"]}
     tool = {"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"n": {"type": "integer"}, "m": never}, "required": ["n"]}}}
-    fmt = CALL_FORMATS["qwen_3_5"]
+    fmt = CALL_FORMATS[name]
     spec = format_structural_tag(fmt, read_tools([tool]), choice="required")
     m = structgen.compile_structural_tag(spec, vocab, whitespace="spaced", strict=True, canonical=True).matcher()
     assert all(m.advance(b) for b in write_calls(fmt, [("f", {"n": 1})]).encode()) and m.can_end()
@@ -316,6 +340,71 @@ def test_an_optional_xml_argument_no_value_fits_is_left_out_as_in_json():
     with pytest.raises(structgen.UnsupportedFeatureError, match="enum") as err:
         structgen.compile_structural_tag(format_structural_tag(fmt, read_tools([tool]), choice="required"), vocab)
     assert err.value.pointer.endswith("/json_schema/properties/m")
+
+
+BYTE_VOCAB = structgen.Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256])
+
+
+def _cohere_tag(parameters):
+    tool = {"type": "function", "function": {"name": "f", "parameters": parameters}}
+    spec = format_structural_tag(CALL_FORMATS["cohere"], read_tools([tool]), choice="required")
+    return spec, structgen.compile_structural_tag(spec, BYTE_VOCAB, whitespace="spaced", strict=True, canonical=True)
+
+
+def test_cohere_values_nest_resolve_references_and_escape_names():
+    """Objects and arrays are nested values (through local $refs), a free value is raw text or
+    JSON, a mixed enum names each value's own type, and names are XML attributes."""
+    point = {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}
+    params = {"type": "object", "$defs": {"point": point}, "properties": {
+        "path": {"type": "array", "items": {"$ref": "#/$defs/point"}, "minItems": 1},
+        "any": {}, "mode": {"enum": ["fast", 2, None]}, 'say "hi" & go': {"type": "string"}},
+        "required": ["path"]}
+    spec, compiled = _cohere_tag(params)
+    fmt = CALL_FORMATS["cohere"]
+    for args in ({"path": [{"x": 1}, {"x": 2.5}], "any": "some <text>", "mode": 2, 'say "hi" & go': "ok"},
+                 {"path": [{"x": 0}], "any": [1, "a"], "mode": None},
+                 {"path": [{"x": 0}], "mode": "fast"}):
+        text = write_calls(fmt, [("f", args)])
+        if isinstance(args.get("any"), list):  # a free value is written as JSON, not as nested values
+            text = text.replace('<cofl:value name="any" type="list"><cofl:value type="json">1</cofl:value>'
+                                '<cofl:value type="raw">a</cofl:value></cofl:value>',
+                                '<cofl:value name="any" type="json">[1, "a"]</cofl:value>')
+        m = compiled.matcher()
+        assert all(m.advance(b) for b in text.encode()) and m.can_end(), text
+        assert calls_of(fmt, segments_of(read_structural_tag(spec), text)) == (None, [("f", args)])
+    assert 'name="say &quot;hi&quot; &amp; go"' in write_calls(fmt, [("f", {'say "hi" & go': "ok"})])
+    for bad in ('<cofl:value name="path" type="list"></cofl:value>',  # minItems 1
+                '<cofl:value name="path" type="list"><cofl:value type="json">{"x": 1}</cofl:value></cofl:value>',
+                '<cofl:value name="path" type="list"><cofl:value type="dict"><cofl:value name="x" type="raw">1'
+                '</cofl:value></cofl:value></cofl:value>',
+                '<cofl:value name="path" type="list"><cofl:value type="dict"><cofl:value name="x" type="json">1'
+                '</cofl:value></cofl:value></cofl:value><cofl:value name="mode" type="raw">2</cofl:value>'):
+        m = compiled.matcher()
+        text = '<cofl:tool_calls><cofl:tool_call id="0" name="f">' + bad + "</cofl:tool_call></cofl:tool_calls>"
+        assert not (all(m.advance(b) for b in text.encode()) and m.can_end()), bad
+
+
+@pytest.mark.parametrize("parameters, keyword, where", [
+    ({"type": "object", "$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}},
+      "properties": {"head": {"$ref": "#/$defs/n"}}}, "$ref", "/properties/head"),
+    ({"type": "object", "properties": {"p": {"type": "array", "prefixItems": [{"type": "string"}]}}},
+     "prefixItems", "/properties/p/prefixItems"),
+    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "a+"}}}, "pattern", "/properties/s/pattern"),
+])
+def test_cohere_refuses_what_nested_values_cannot_honour(parameters, keyword, where):
+    with pytest.raises(structgen.UnsupportedFeatureError) as err:
+        _cohere_tag(parameters)
+    assert err.value.keyword == keyword and where in err.value.pointer, (err.value.keyword, err.value.pointer)
+
+
+def test_cohere_raw_text_never_holds_what_its_reader_takes_for_a_close():
+    """melody ends a value at ``</\\s*cofl:value\\s*>``: raw text holds no ``</`` + white space."""
+    _, compiled = _cohere_tag({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]})
+    head = '<cofl:tool_calls><cofl:tool_call id="0" name="f"><cofl:value name="s" type="raw">'
+    for inner, ok in (("a </b> c", True), ("a </ cofl:value>", False), ("a </\u3000x", False), ("</cofl:valuex", False)):
+        m = compiled.matcher()
+        text = head + inner + "</cofl:value></cofl:tool_call></cofl:tool_calls>"
+        assert (all(m.advance(b) for b in text.encode()) and m.can_end()) == ok, inner
 
 
 @pytest.mark.parametrize("name", ["llama4_pythonic", "llama", "hermes"])

@@ -12,8 +12,8 @@ Formats read here (the fields xgrammar gives them):
 
 - primitives: ``const_string`` (``value``), ``json_schema`` (``json_schema``; ``style``
   ``"json"``, or the XML argument styles ``"qwen_xml"``, ``"minimax_xml"``, ``"glm_xml"``,
-  ``"deepseek_xml"``, ``"kimi_k3_xml"`` of :mod:`structgen.frontends.xml_arguments`, and
-  structgen's own ``"deepseek_v4_1_xml"`` and ``"pythonic"``), ``regex`` (``pattern``, Python ``re`` dialect), ``grammar`` (``grammar``: Lark
+  ``"deepseek_xml"``, ``"kimi_k3_xml"``, ``"cohere_xml"``, ``"deepseek_v4_1_xml"`` of
+  :mod:`structgen.frontends.xml_arguments`, and structgen's own ``"pythonic"``), ``regex`` (``pattern``, Python ``re`` dialect), ``grammar`` (``grammar``: Lark
   text, or xgrammar/GBNF EBNF when it holds ``::=``), ``any_text`` (``excludes``,
   ``max_chars``);
 - composition: ``sequence`` and ``or`` (``elements``), ``optional``, ``plus``, ``star``
@@ -31,7 +31,7 @@ As in xgrammar, an unlimited format (``any_text``, ``triggered_tags``, ``dispatc
 
 What cannot be honoured is refused, never dropped: the token-level formats (``token``,
 ``any_tokens``, ``token_triggered_tags``, ...), ``any_text``'s ``max_tokens`` (a decoding-time
-budget: use ``thinking_budget=``), the ``style`` value ``cohere_xml``, ``any_order``, unknown fields
+budget: use ``thinking_budget=``), the ``style`` values ``minimax_m3_xml`` and ``gemma``, ``any_order``, unknown fields
 and types: each a :class:`~structgen.errors.StructuralTagError` naming the JSON pointer.
 
 Example
@@ -168,7 +168,7 @@ def fixed_strings(tag: StructuralTag) -> list[str]:
                        if isinstance(value, list) else [])
         if fmt.get("type") == "json_schema" and fmt.get("style", "json") in XML_STYLES:
             xml = XML_STYLES[fmt["style"]]  # the arguments' markup (GLM's <arg_key> is a special token)
-            out.extend([xml.open, xml.close, xml.separator, xml.after])
+            out.extend([xml.open, xml.item, xml.close, xml.separator, xml.after])
         if fmt.get("type") == "dispatch":
             out.extend(rule[0] for rule in fmt["rules"])
             todo.extend(rule[1] for rule in reversed(fmt["rules"]))

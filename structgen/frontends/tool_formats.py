@@ -37,7 +37,7 @@ from structgen.errors import OptionError, ParseError, ToolSpecError
 from structgen.frontends.tool_calls import ToolSpec, argument_json, open_free_objects, opened
 
 __all__ = ["CallFormat", "CALL_FORMATS", "register_call_format", "format_structural_tag", "calls_of",
-           "write_calls", "ending_at_eos"]
+           "call_spans_of", "write_calls", "ending_at_eos"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class CallFormat:
     """How a model family writes tool calls (see the module notes)."""
 
     name: str
+    #: the text before a call's arguments, with ``{name}`` (and ``{id}`` where the call's number
+    #: comes before its name, as Cohere's ``<cofl:tool_call id="0" name="f">``)
     call_begin: str
     call_end: str
     #: "json", or an XML style of :data:`~structgen.frontends.xml_arguments.XML_STYLES`
@@ -55,7 +57,8 @@ class CallFormat:
     #: what opens the calls in free text (default: the section's begin, else ``call_begin``
     #: up to the name)
     trigger: str | None = None
-    #: a regex written between ``call_begin`` and the arguments, then this text (Kimi's call index)
+    #: a regex written between ``call_begin`` and the arguments, then this text (Kimi's call
+    #: index); where ``call_begin`` holds ``{id}``, the regex is written there (the text unused)
     call_id: tuple[str, str] | None = None
     #: the family's thinking markers, for ``reasoning=True`` where the template has none
     thinking: tuple[str, str] | None = None
@@ -77,6 +80,9 @@ class CallFormat:
     def __post_init__(self) -> None:
         if "{name}" not in self.call_begin:
             raise OptionError(f"format {self.name!r}: call_begin must hold '{{name}}'")
+        if "{id}" in self.call_begin and (self.call_id is None or
+                                          self.call_begin.index("{id}") > self.call_begin.index("{name}")):
+            raise OptionError(f"format {self.name!r}: '{{id}}' in call_begin needs call_id, and comes before '{{name}}'")
 
     @property
     def opens_with(self) -> str:
@@ -87,6 +93,22 @@ class CallFormat:
 
     def begin(self, name: str) -> str:
         return self.call_begin.replace("{name}", name)
+
+    def tag_begin(self, name: str) -> tuple[str, str]:
+        """(the tag's begin, the text after the call's number): a call's begin cut at ``{id}``,
+        or whole before ``call_id``'s regex."""
+        begin = self.begin(name)
+        if "{id}" in begin:
+            head, after = begin.split("{id}")
+            return head, after
+        return begin, self.call_id[1] if self.call_id is not None else ""
+
+    def numbered(self, name: str, index: int) -> str:
+        """A call's begin with its number written, as :func:`write_calls` writes the ``index``-th."""
+        if self.call_id is None:
+            return self.begin(name)
+        head, after = self.tag_begin(name)
+        return head + str(self.first_index + index) + after
 
 
 _THINK = ("<think>", "</think>")
@@ -164,6 +186,12 @@ CALL_FORMATS: dict[str, CallFormat] = {f.name: f for f in (
                separator=", ", text_first=False,
                source="vLLM's Llama 4 pythonic template (llama4_pythonic.jinja) and llama4_pythonic parser (a Python "
                       "list of calls with literal keyword arguments, the whole answer)"),
+    CallFormat("cohere", call_begin='<cofl:tool_call id="{id}" name="{name}">', call_end="</cofl:tool_call>",
+               call_id=(r"0|[1-9][0-9]*", ""), style="cohere_xml", section=("<cofl:tool_calls>", "</cofl:tool_calls>"),
+               text_first=False, thinking=("<|START_THINKING|>", "<|END_THINKING|>"),
+               special_tokens=("<|START_THINKING|>", "<|END_THINKING|>"),
+               source="Cohere's CMD5 renderer (cohere-melody render_cmd5: a tool-calling turn's text is its plan, "
+                      "in the thinking) and parser (PyFilter cmd5, nested cofl values); xgrammar get_cohere_structural_tag"),
     CallFormat("granite", call_begin='{"name": "{name}", "arguments": ', call_end="}", separator=", ",
                section=("<|tool_call|>[", "]"), special_tokens=("<|tool_call|>",),
                source="vLLM's Granite 3 template (granite.jinja) and granite parser (a JSON list after <|tool_call|>)"),
@@ -207,10 +235,11 @@ def _tag(fmt: CallFormat, spec: ToolSpec) -> dict[str, Any]:
     if fmt.style != "json":
         arguments["style"] = fmt.style
     content = arguments
+    begin, after_id = fmt.tag_begin(spec.name)
     if fmt.call_id is not None:
         content = {"type": "sequence", "elements": [{"type": "regex", "pattern": fmt.call_id[0]},
-                                                    {"type": "const_string", "value": fmt.call_id[1]}, arguments]}
-    return {"type": "tag", "begin": fmt.begin(spec.name), "content": content, "end": fmt.call_end}
+                                                    {"type": "const_string", "value": after_id}, arguments]}
+    return {"type": "tag", "begin": begin, "content": content, "end": fmt.call_end}
 
 
 def _custom_input(fmt: CallFormat, spec: ToolSpec) -> dict[str, Any]:
@@ -276,20 +305,46 @@ def _calls(fmt: CallFormat, tags: list[dict[str, Any]], parallel: bool) -> dict[
 def calls_of(fmt: CallFormat, segments: list[Any]) -> tuple[str | None, list[tuple[str, Any]]]:
     """(text before the calls or None, [(name, arguments)]) from an answer's segments
     (:func:`structgen.tasks.segments.segments_of` on :func:`format_structural_tag`'s tag)."""
-    head, tail = fmt.call_begin.split("{name}")
-    text: list[str] = []
-    calls: list[tuple[str, Any]] = []
+    spans = call_spans_of(fmt, segments)
+    first = spans[0][0] if spans else None
+    text = [seg.text for seg in segments if seg.kind == "any_text" and (first is None or seg.end <= first)]
+    return "".join(text).strip() or None, [(name, args) for _, _, name, args in spans]
+
+
+def call_spans_of(fmt: CallFormat, segments: list[Any]) -> list[tuple[int, int, str, Any]]:
+    """Each call of an answer's segments: (start, end, name, arguments), in characters."""
+    numbered_first = "{id}" in fmt.call_begin  # the name comes after the number, in a const of the content
+    head, tail = fmt.call_begin.split("{id}")[-1].split("{name}")
+    spans: list[tuple[int, int, str, Any]] = []
+    start, name, call = 0, None, None
     for seg in segments:
-        if seg.kind == "any_text" and not calls:
-            text.append(seg.text)
-        elif seg.kind == "json_schema" or (seg.kind in ("grammar", "regex", "any_text") and seg.tag is not None
+        begin = seg.tag
+        if begin is None:
+            continue
+        if numbered_first:
+            if begin != fmt.call_begin.split("{id}")[0]:
+                continue
+            if seg.pointer.endswith("/begin"):
+                name = None
+            elif seg.kind == "const_string" and seg.text.startswith(head) and seg.text.endswith(tail):
+                name = seg.text[len(head):len(seg.text) - len(tail)]
+        elif begin.startswith(head) and begin.endswith(tail):
+            name = begin[len(head):len(begin) - len(tail)]
+        elif seg.kind == "json_schema":
+            raise ParseError(f"a call's arguments sit in {begin!r}, not a call of format {fmt.name!r}")
+        else:
+            continue
+        if seg.pointer.endswith("/begin"):
+            start, call = seg.start, None
+        elif seg.kind == "json_schema" or (seg.kind in ("grammar", "regex", "any_text")
                                            and seg.pointer.endswith("/content")):
-            begin = seg.tag or ""
-            if not (begin.startswith(head) and begin.endswith(tail)):
-                raise ParseError(f"a call's arguments sit in {begin!r}, not a call of format {fmt.name!r}")
-            calls.append((begin[len(head):len(begin) - len(tail)], seg.value))
-    content = "".join(text).strip() or None
-    return content, calls
+            if name is None:
+                raise ParseError(f"a call of format {fmt.name!r} has no name before its arguments")
+            call = (name, seg.value)
+        elif seg.pointer.endswith("/end") and call is not None:
+            spans.append((start, seg.end, *call))
+            call = None
+    return spans
 
 
 def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
@@ -298,7 +353,7 @@ def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
     >>> write_calls(CALL_FORMATS["glm_4_7"], [("f", {"city": "Paris", "days": 3})])
     '<tool_call>f<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>'
     """
-    from structgen.frontends.xml_arguments import XML_STYLES, kind_of
+    from structgen.frontends.xml_arguments import XML_STYLES, write_xml_arguments
 
     parts = []
     for k, (name, args) in enumerate(calls):
@@ -309,13 +364,8 @@ def write_calls(fmt: CallFormat, calls: list[tuple[str, Any]]) -> str:
         elif XML_STYLES[fmt.style].quoted:
             body = ", ".join(f"{key}={argument_json(value, python=True)}" for key, value in args.items())
         else:
-            xml = XML_STYLES[fmt.style]
-            body = xml.separator.join(
-                xml.opening(key, raw=isinstance(value, str), kind=kind_of(value))
-                + (value if isinstance(value, str) else argument_json(value))
-                + xml.close + xml.after for key, value in args.items())
-        call_id = f"{fmt.first_index + k}{fmt.call_id[1]}" if fmt.call_id is not None else ""
-        parts.append(fmt.begin(name) + call_id + body + fmt.call_end)
+            body = write_xml_arguments(fmt.style, args, argument_json)
+        parts.append(fmt.numbered(name, k) + body + fmt.call_end)
     text = fmt.separator.join(parts)
     if not parts:
         return fmt.text_end

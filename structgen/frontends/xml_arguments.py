@@ -11,6 +11,13 @@ quotes, no escapes) and any other value as JSON:
   ``string="false"`` before a JSON value, joined by ``\n``;
 - ``kimi_k3_xml`` (Kimi-K3): ``<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>``,
   the ``type`` attribute naming the value's JSON type (``number`` for integers too), a string raw;
+- ``cohere_xml`` (Cohere Command, CMD5): ``<cofl:value name="city" type="raw">Paris</cofl:value>``,
+  ``type`` ``raw`` (a string), ``json`` (a number, boolean or null), ``dict`` (an object, its
+  properties nested values) or ``list`` (an array, its items unnamed nested values
+  ``<cofl:value type="raw">…</cofl:value>``); names are XML attributes (``&quot;`` …), as Cohere's
+  renderer (cohere-melody's ``render_cmd5``) writes them. A value whose schema names no type is
+  raw text or any JSON value (``type="json"``), as xgrammar's ``cohere_xml`` writes it (the
+  renderer would nest a dict; nesting a schema-less value has no bound);
 - ``pythonic`` (Llama 4's pythonic calls, structgen's own style name): keyword arguments
   ``city="Paris", days=3`` whose values are Python literals (strings quoted, ``True``,
   ``False``, ``None``), read back with :func:`ast.literal_eval` as vLLM's parser reads them.
@@ -39,9 +46,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from structgen.core.ir import Alt, ByteClass, Expr, Lit, Repeat, Seq, alt, seq
-from structgen.errors import ParseError, SchemaError, UnsupportedFeatureError, is_no_value
+from structgen.errors import ParseError, SchemaError, UnsupportedFeatureError, is_no_value, no_value
 
-__all__ = ["XmlStyle", "XML_STYLES", "xml_arguments", "read_xml_arguments"]
+__all__ = ["XmlStyle", "XML_STYLES", "xml_arguments", "read_xml_arguments", "write_xml_arguments"]
 
 
 @dataclass(frozen=True)
@@ -56,11 +63,30 @@ class XmlStyle:
     after: str = ""
     #: every value a Python literal, strings quoted (pythonic calls), never raw text
     quoted: bool = False
+    #: the ``{type}`` words where they differ from Kimi-K3's (JSON type -> word)
+    kinds: tuple[tuple[str, str], ...] = ()
+    #: the opening of an unnamed item: set where objects and arrays are written as nested
+    #: values (Cohere's ``dict`` and ``list``), not as JSON
+    item: str = ""
+    #: keys written as XML attribute values (``&``, ``"``, ``<``, ``>`` as entities)
+    escaped: bool = False
+    #: what a raw string may not hold besides ``close`` (what the family's reader takes for one)
+    text_excludes: tuple[str, ...] = ()
 
-    def opening(self, key: str, raw: bool, kind: str = "") -> str:
-        """The opening of one argument (``{string}``: whether its value is a raw string;
-        ``{type}``: ``kind``, the value's JSON type as Kimi-K3 names it)."""
-        return self.open.replace("{key}", key).replace("{string}", "true" if raw else "false").replace("{type}", kind)
+    def kind(self, json_type: str) -> str:
+        """The ``{type}`` word of a JSON type (``"integer"`` is Kimi-K3's ``number``)."""
+        return dict(self.kinds).get(json_type, KINDS.get(json_type, json_type))
+
+    def opening(self, key: str | None, raw: bool, kind: str = "") -> str:
+        """The opening of one argument, or of an unnamed item (``key`` None) (``{string}``:
+        whether its value is a raw string; ``{type}``: ``kind``, the value's JSON type)."""
+        head = self.item if key is None else self.open.replace("{key}", _escaped(key) if self.escaped else key)
+        return head.replace("{string}", "true" if raw else "false").replace("{type}", self.kind(kind) if kind else "")
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        """What a raw string value may not hold."""
+        return (self.close, *self.text_excludes)
 
     def pattern(self) -> "re.Pattern[str]":
         """A regex finding each argument's key, string flag (where the style writes one) and value."""
@@ -81,6 +107,14 @@ XML_STYLES: dict[str, XmlStyle] = {s.name: s for s in (
              separator="\n"),
     XmlStyle("kimi_k3_xml", '<|open|>argument key="{key}" type="{type}"<|sep|>', "<|close|>argument<|sep|>"),
     XmlStyle("pythonic", "{key}=", "", separator=", ", quoted=True),
+    # melody's reader ends a value at `</\s*cofl:value\s*>` (\s: Unicode white space): no raw text holds one
+    XmlStyle("cohere_xml", '<cofl:value name="{key}" type="{type}">', "</cofl:value>",
+             kinds=(("string", "raw"), ("integer", "json"), ("number", "json"), ("boolean", "json"),
+                    ("null", "json"), ("array", "list"), ("object", "dict")),
+             item='<cofl:value type="{type}">', escaped=True,
+             text_excludes=("</cofl:value", *("</" + c for c in "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002"
+                                               "\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028"
+                                               "\u2029\u202f\u205f\u3000"))),
 )}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LETTER = ByteClass(((ord("A"), ord("Z")), (ord("_"), ord("_")), (ord("a"), ord("z"))))
@@ -88,6 +122,13 @@ _WORD = ByteClass(((ord("0"), ord("9")), (ord("A"), ord("Z")), (ord("_"), ord("_
 
 #: what a free key may not hold (it sits inside the opening tag)
 _KEY_EXCLUDES = ("<", ">", '"', "\n")
+#: keywords an arguments object cannot have (its keys are written in order, one tag each)
+_OBJECT_REFUSED = ("anyOf", "oneOf", "allOf", "not", "if", "patternProperties", "dependentRequired",
+                   "dependentSchemas", "minProperties", "maxProperties", "propertyNames", "unevaluatedProperties")
+#: array keywords nested items cannot honour
+_ARRAY_REFUSED = ("prefixItems", "contains", "minContains", "maxContains", "uniqueItems", "unevaluatedItems")
+#: nested objects deeper than this are refused (a schema that recurses through "$ref" has no bound)
+_MAX_DEPTH = 32
 
 
 def xml_arguments(schema: Any, style: str, json_value: Callable[[Any, str], Expr], text: Callable[..., Expr],
@@ -105,74 +146,184 @@ def xml_arguments(schema: Any, style: str, json_value: Callable[[Any, str], Expr
         A schema that is not a plain object of properties, or a string property with a
         constraint raw text cannot honour here (``format``, a union with other types).
     """
-    xml = XML_STYLES[style]
-    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        raise UnsupportedFeatureError("type", pointer=pointer + "/type",
-                                      hint=f"{style} arguments are an object's properties")
-    for key in schema:
-        if key in ("anyOf", "oneOf", "allOf", "not", "if", "$ref", "patternProperties", "dependentRequired",
-                   "dependentSchemas", "minProperties", "maxProperties", "propertyNames", "unevaluatedProperties"):
-            raise UnsupportedFeatureError(key, pointer=f"{pointer}/{key}",
-                                          hint=f"{style} arguments take declared properties in order")
-    properties = schema.get("properties") or {}
-    required = set(schema.get("required") or ())
-    defs = {k: schema[k] for k in ("$defs", "definitions") if k in schema}
+    defs = {k: schema[k] for k in ("$defs", "definitions") if k in schema} if isinstance(schema, dict) else {}
     if defs:  # a property's "$ref" into the root's definitions still resolves
         outer = json_value
         json_value = lambda sub, where: outer({**defs, **sub} if isinstance(sub, dict) else sub, where)  # noqa: E731
-    items: list[tuple[Expr, bool]] = []
-    for key, sub in properties.items():
-        where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}"
-        if xml.quoted and not _IDENTIFIER.fullmatch(key):
-            raise UnsupportedFeatureError("properties", pointer=where,
-                                          hint=f"{style} calls name arguments as Python identifiers, not {key!r}")
-        try:
-            if "{type}" in xml.open:  # the opening names the value's type: one branch per type
-                argument = _typed(key, sub, xml, json_value, text, where)
-            else:
-                opening = xml.opening(key, raw=_is_string(sub))
-                argument = seq(Lit(opening.encode()), _value(sub, xml, json_value, text, where))
-        except SchemaError as err:
-            if is_no_value(err) and key not in required:
-                continue  # no value fits: an optional argument that is never written (as in JSON)
-            raise
-        items.append((seq(argument, Lit((xml.close + xml.after).encode())), key in required))
-    extra = schema.get("additionalProperties", not properties)
-    if extra is not False:
-        head, tail = xml.opening("{key}", raw=True).split("{key}")
-        key_text = seq(_LETTER, Repeat(_WORD, 0, None)) if xml.quoted else text(_KEY_EXCLUDES, nonempty=True)
+    return _Arguments(XML_STYLES[style], json_value, text, rule, defs).object(schema, pointer, ())
+
+
+class _Arguments:
+    """Builds one style's arguments grammar (see :func:`xml_arguments`)."""
+
+    def __init__(self, xml: XmlStyle, json_value: Callable[[Any, str], Expr], text: Callable[..., Expr],
+                 rule: Callable[[Expr], Expr], defs: dict[str, Any]) -> None:
+        self.xml, self.json_value, self.text, self.rule, self.defs = xml, json_value, text, rule, defs
+
+    def object(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> Expr:
+        """An object's properties, one tag each: declared ones in order, then free keys."""
+        xml = self.xml
+        if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+            raise UnsupportedFeatureError("type", pointer=pointer + "/type",
+                                          hint=f"{xml.name} arguments are an object's properties")
+        for key in schema:
+            if key in _OBJECT_REFUSED or key == "$ref":
+                raise UnsupportedFeatureError(key, pointer=f"{pointer}/{key}",
+                                              hint=f"{xml.name} arguments take declared properties in order")
+        properties = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        items: list[tuple[Expr, bool]] = []
+        for key, sub in properties.items():
+            where = f"{pointer}/properties/{key.replace('~', '~0').replace('/', '~1')}"
+            if xml.quoted and not _IDENTIFIER.fullmatch(key):
+                raise UnsupportedFeatureError("properties", pointer=where,
+                                              hint=f"{xml.name} calls name arguments as Python identifiers, not {key!r}")
+            try:
+                if "{type}" in xml.open:  # the opening names the value's type: one branch per type
+                    argument = self.typed(key, sub, where, refs)
+                else:
+                    argument = seq(Lit(xml.opening(key, raw=_is_string(sub)).encode()), self.value(sub, where))
+            except SchemaError as err:
+                if is_no_value(err) and key not in required:
+                    continue  # no value fits: an optional argument that is never written (as in JSON)
+                raise
+            items.append((seq(argument, Lit((xml.close + xml.after).encode())), key in required))
+        extra = schema.get("additionalProperties", not properties)
+        if extra is not False:
+            items.append((self._free_keys(extra, pointer + "/additionalProperties", refs), False))
+        return _in_order(items, xml.separator.encode(), self.rule)
+
+    def _free_keys(self, extra: Any, where: str, refs: tuple[str, ...]) -> Expr:
+        """Any number of undeclared arguments (``additionalProperties``)."""
+        xml = self.xml
+        head, tail = xml.opening("\x00", raw=True).split("\x00")
+        excludes = (*_KEY_EXCLUDES, "&") if xml.escaped else _KEY_EXCLUDES
+        key_text = seq(_LETTER, Repeat(_WORD, 0, None)) if xml.quoted else self.text(excludes, nonempty=True)
         if extra is not True and not _is_string(extra) and "{string}" in xml.open:
-            raise UnsupportedFeatureError("additionalProperties", pointer=pointer + "/additionalProperties",
-                                          hint=f"{style} writes undeclared arguments as raw strings only")
-        where = pointer + "/additionalProperties"
+            raise UnsupportedFeatureError("additionalProperties", pointer=where,
+                                          hint=f"{xml.name} writes undeclared arguments as raw strings only")
         if "{type}" in xml.open:  # the key is free: the typed opening's branches, with it spliced in
-            typed = _typed("\x00", {} if extra is True else extra, xml, json_value, text, where)
-            body = substitute_key(typed, key_text)
+            body = substitute_key(self.typed("\x00", {} if extra is True else extra, where, refs), key_text)
         else:
             if extra is True:
-                value = json_value({}, where) if xml.quoted else text((xml.close,))
+                value = self.json_value({}, where) if xml.quoted else self.text(xml.stops)
             else:
-                value = _value(extra, xml, json_value, text, where)
+                value = self.value(extra, where)
             body = seq(Lit(head.encode()), key_text, Lit(tail.encode()), value)
         one = seq(body, Lit((xml.close + xml.after).encode()))
-        items.append((Repeat(one, 0, None) if not xml.separator else
-                      Repeat(seq(one, Repeat(seq(Lit(xml.separator.encode()), one), 0, None)), 0, 1), False))
-    return _in_order(items, xml.separator.encode(), rule)
+        if not xml.separator:
+            return Repeat(one, 0, None)
+        return Repeat(seq(one, Repeat(seq(Lit(xml.separator.encode()), one), 0, None)), 0, 1)
 
+    def value(self, sub: Any, pointer: str) -> Expr:
+        """One argument's value: a string raw, anything else JSON (every value a literal when quoted)."""
+        xml = self.xml
+        if xml.quoted or not _is_string(sub):
+            return self.json_value(sub, pointer)
+        if "enum" in sub or "const" in sub:
+            choices = sub["enum"] if "enum" in sub else [sub["const"]]
+            return alt(*(Lit(c.encode()) for c in choices if isinstance(c, str) and self._raw_fits(c)))
+        for key in ("format", "pattern", "minLength", "maxLength", "contentEncoding", "contentMediaType"):
+            if key in sub:
+                raise UnsupportedFeatureError(key, pointer=f"{pointer}/{key}",
+                                              hint=f"a raw string in {xml.name} arguments cannot be checked for it")
+        return self.text(xml.stops)
 
-def _value(sub: Any, xml: XmlStyle, json_value: Callable[[Any, str], Expr], text: Callable[..., Expr],
-           pointer: str) -> Expr:
-    """One argument's value: a string raw, anything else JSON (every value a literal when quoted)."""
-    if xml.quoted or not _is_string(sub):
-        return json_value(sub, pointer)
-    if "enum" in sub or "const" in sub:
-        choices = sub["enum"] if "enum" in sub else [sub["const"]]
-        return alt(*(Lit(c.encode()) for c in choices if isinstance(c, str) and xml.close not in c))
-    for key in ("format", "pattern", "minLength", "maxLength", "contentEncoding", "contentMediaType"):
-        if key in sub:
-            raise UnsupportedFeatureError(key, pointer=f"{pointer}/{key}",
-                                          hint=f"a raw string in {xml.name} arguments cannot be checked for it")
-    return text((xml.close,))
+    def _raw_fits(self, text: str) -> bool:
+        return not any(stop in text for stop in self.xml.stops)
+
+    def typed(self, key: str | None, sub: Any, pointer: str, refs: tuple[str, ...]) -> Expr:
+        """One argument (an unnamed item when ``key`` is None) whose opening names its value's
+        type: a branch per type the schema allows."""
+        xml = self.xml
+        while xml.item and isinstance(sub, dict) and "$ref" in sub:
+            sub, pointer, refs = self._resolved(sub, pointer, refs)
+        if _is_string(sub):
+            return seq(Lit(xml.opening(key, raw=True, kind="string").encode()), self.value(sub, pointer))
+        if sub is True:
+            sub = {}
+        if not isinstance(sub, dict):
+            return self.json_value(sub, pointer)  # false: no value (an optional argument is left out)
+        declared = sub.get("type")
+        if ("enum" in sub or "const" in sub) and (xml.item or not isinstance(declared, str)):
+            return self._literals(key, sub, pointer)
+        if xml.item and declared is None:  # a free value: raw text, or any JSON value ("json", as "null" is)
+            return alt(seq(Lit(xml.opening(key, raw=True, kind="string").encode()), self.text(xml.stops)),
+                       seq(Lit(xml.opening(key, raw=False, kind="null").encode()), self.json_value(sub, pointer)))
+        types = [declared] if isinstance(declared, str) else list(declared or ("string", "number", "boolean", "null",
+                                                                               "array", "object"))
+        if len(types) > 1 and any(k in sub for k in ("anyOf", "oneOf", "allOf", "not", "$ref")):
+            raise UnsupportedFeatureError("type", pointer=pointer, hint=f"{xml.name} names an argument's type before "
+                                          "its value: give a property with these keywords one \"type\"")
+        branches = []
+        for t in types:
+            if t not in KINDS or (t == "integer" and "number" in types):  # number's branch writes integers too
+                continue
+            one = {**sub, "type": t}
+            if t == "string":
+                value = self.value(one, pointer)
+            elif xml.item and t == "object":
+                value = self._nested(lambda: self.object(one, pointer, refs), pointer, refs)
+            elif xml.item and t == "array":
+                value = self._nested(lambda: self._items(one, pointer, refs), pointer, refs)
+            else:
+                value = self.json_value(one, pointer)
+            branches.append(seq(Lit(xml.opening(key, raw=t == "string", kind=t).encode()), value))
+        return alt(*branches)
+
+    def _literals(self, key: str | None, sub: dict[str, Any], pointer: str) -> Expr:
+        """An enum's (or const's) values, each with the opening of its own type."""
+        declared = sub.get("type")
+        types = [declared] if isinstance(declared, str) else declared
+        values = sub["enum"] if "enum" in sub else [sub["const"]]
+        branches = []
+        for value in values:
+            kind = kind_of(value)
+            if (types is not None and not _fits(value, types)) or (kind == "string" and not self._raw_fits(value)):
+                continue
+            body = _written(self.xml, value, lambda v: self.json_value({"const": v}, pointer))
+            body = Lit(body.encode()) if isinstance(body, str) else body
+            branches.append(seq(Lit(self.xml.opening(key, raw=kind == "string", kind=kind).encode()), body))
+        if not branches:
+            raise no_value(UnsupportedFeatureError("enum", pointer=pointer, hint="no value of the enum fits the schema"))
+        return alt(*branches)
+
+    def _items(self, sub: dict[str, Any], pointer: str, refs: tuple[str, ...]) -> Expr:
+        """An array's items as unnamed nested values."""
+        for key in _ARRAY_REFUSED:
+            if key in sub:
+                raise UnsupportedFeatureError(key, pointer=f"{pointer}/{key}",
+                                              hint=f"{self.xml.name} writes an array's items with one schema")
+        lo, hi = sub.get("minItems", 0), sub.get("maxItems")
+        if sub.get("items", True) is False:
+            if lo > 0:
+                raise no_value(UnsupportedFeatureError("items", pointer=pointer,
+                                                       hint="no array fits: items false and minItems above 0"))
+            return Seq(())
+        item = self.rule(seq(self.typed(None, sub.get("items", True), pointer + "/items", refs),
+                             Lit(self.xml.close.encode())))
+        return Repeat(item, lo, hi)
+
+    def _nested(self, build: Callable[[], Expr], pointer: str, refs: tuple[str, ...]) -> Expr:
+        if len(refs) > _MAX_DEPTH:
+            raise UnsupportedFeatureError("$ref", pointer=pointer, hint=f"{self.xml.name} nests objects as values: "
+                                          f"more than {_MAX_DEPTH} levels deep is refused")
+        return self.rule(build())
+
+    def _resolved(self, sub: dict[str, Any], pointer: str,
+                  refs: tuple[str, ...]) -> tuple[Any, str, tuple[str, ...]]:
+        """A local ``$ref`` resolved (its siblings kept), refused when it recurses."""
+        ref = sub["$ref"]
+        found = None
+        for prefix in ("#/$defs/", "#/definitions/"):
+            if isinstance(ref, str) and ref.startswith(prefix):
+                found = self.defs.get(prefix[2:-1], {}).get(ref[len(prefix):])
+        if found is None or ref in refs:
+            raise UnsupportedFeatureError("$ref", pointer=pointer + "/$ref", hint=(
+                f"{self.xml.name} writes objects as nested values: a recursive schema cannot be"
+                if ref in refs else f"{self.xml.name} resolves local references into $defs only, not {ref!r}"))
+        rest = {k: v for k, v in sub.items() if k != "$ref"}
+        return ({**found, **rest} if isinstance(found, dict) and rest else found), pointer + "/$ref", (*refs, ref)
 
 
 #: JSON types as Kimi-K3's ``type`` attribute names them
@@ -181,7 +332,7 @@ KINDS = {"string": "string", "integer": "number", "number": "number", "boolean":
 
 
 def kind_of(value: Any) -> str:
-    """The ``type`` attribute Kimi-K3 writes for ``value``."""
+    """The JSON type of ``value`` (``"number"`` for integers too)."""
     if isinstance(value, bool):
         return "boolean"
     if value is None:
@@ -191,29 +342,38 @@ def kind_of(value: Any) -> str:
     return {str: "string", dict: "object", list: "array"}.get(type(value), "string")
 
 
-def _typed(key: str, sub: Any, xml: XmlStyle, json_value: Callable[[Any, str], Expr], text: Callable[..., Expr],
-           pointer: str) -> Expr:
-    """One argument whose opening names its value's type: a branch per type the schema allows."""
-    if _is_string(sub):
-        return seq(Lit(xml.opening(key, raw=True, kind="string").encode()), _value(sub, xml, json_value, text, pointer))
-    if sub is True:
-        sub = {}
-    if not isinstance(sub, dict):
-        return json_value(sub, pointer)  # false: no value (an optional argument is left out)
-    declared = sub.get("type")
-    types = [declared] if isinstance(declared, str) else list(declared or ("string", "number", "boolean", "null",
-                                                                           "array", "object"))
-    if len(types) > 1 and any(k in sub for k in ("enum", "const", "anyOf", "oneOf", "allOf", "not", "$ref")):
-        raise UnsupportedFeatureError("type", pointer=pointer, hint=f"{xml.name} names an argument's type before "
-                                      "its value: give a property with these keywords one \"type\"")
-    branches = []
-    for t in types:
-        if t not in KINDS or (t == "integer" and "number" in types):  # number's branch writes integers too
-            continue
-        one = {**sub, "type": t}
-        value = _value(one, xml, json_value, text, pointer) if t == "string" else json_value(one, pointer)
-        branches.append(seq(Lit(xml.opening(key, raw=t == "string", kind=KINDS[t]).encode()), value))
-    return alt(*branches)
+def _written(xml: XmlStyle, value: Any, json_text: Callable[[Any], Any]) -> Any:
+    """``value`` as ``xml`` writes it: text, or an Expr where ``json_text`` gives Exprs."""
+    parts: list[Any]
+    if isinstance(value, str):
+        parts = [value]
+    elif xml.item and isinstance(value, (dict, list)):
+        pairs = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+        parts = []
+        for key, v in pairs:
+            parts += [xml.opening(key, raw=isinstance(v, str), kind=kind_of(v)), _written(xml, v, json_text), xml.close]
+    else:
+        parts = [json_text(value)]
+    if all(isinstance(p, str) for p in parts):
+        return "".join(parts)
+    return seq(*(Lit(p.encode()) if isinstance(p, str) else p for p in parts))
+
+
+def _fits(value: Any, types: list[str]) -> bool:
+    """Whether a literal is of one of ``types``."""
+    kind = kind_of(value)
+    if kind == "number" and (isinstance(value, int) or value.is_integer()):
+        return "integer" in types or "number" in types
+    return kind in types
+
+
+def _escaped(key: str) -> str:
+    """``key`` as an XML attribute value."""
+    return key.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _unescaped(key: str) -> str:
+    return key.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def substitute_key(expr: Expr, key: Expr) -> Expr:
@@ -266,6 +426,11 @@ def read_xml_arguments(text: str, style: str, schema: Any) -> dict[str, Any]:
     xml = XML_STYLES[style]
     if xml.quoted:
         return _python_arguments(text)
+    if xml.item:
+        found, end = _nested_values(text, 0, xml, named=True)
+        if end != len(text):
+            raise ParseError(f"{style} arguments end before their text does: {text[end:end + 80]!r}")
+        return found
     properties = (schema.get("properties") or {}) if isinstance(schema, dict) else {}
     extra = schema.get("additionalProperties", not properties) if isinstance(schema, dict) else True
     out: dict[str, Any] = {}
@@ -275,14 +440,59 @@ def read_xml_arguments(text: str, style: str, schema: Any) -> dict[str, Any]:
         groups = xml.pattern().groupindex
         raw = found["string"] == "true" if "string" in groups else found["type"] == "string" if "type" in groups \
             else _is_string(sub)
-        if raw:
-            out[key] = value
-        else:
-            try:
-                out[key] = json.loads(value)
-            except ValueError as err:
-                raise ParseError(f"argument {key!r} is not JSON: {value[:80]!r}") from err
+        out[key] = value if raw else _json(key, value)
     return out
+
+
+def _nested_values(text: str, at: int, xml: XmlStyle, named: bool) -> tuple[Any, int]:
+    """The values nested from ``at`` (named: an object's, else an array's items), and where
+    they end (at the enclosing close, or the text's end)."""
+    opening = re.compile(re.escape(xml.open).replace(re.escape("{key}"), '(?P<key>[^"]*)').replace(
+        re.escape("{type}"), "(?P<type>[a-z]+)") if named else
+        re.escape(xml.item).replace(re.escape("{type}"), "(?P<type>[a-z]+)"))
+    words = {xml.kind(t): t for t in ("string", "object", "array")}
+    out: Any = {} if named else []
+    while at < len(text) and not text.startswith(xml.close, at):
+        found = opening.match(text, at)
+        if found is None:
+            raise ParseError(f"expected a {xml.name} value at {text[at:at + 80]!r}")
+        kind, at = words.get(found["type"]), found.end()
+        if kind in ("object", "array"):
+            value, at = _nested_values(text, at, xml, named=kind == "object")
+        else:
+            end = text.find(xml.close, at)
+            if end < 0:
+                raise ParseError(f"a {xml.name} value is not closed: {text[at:at + 80]!r}")
+            value = text[at:end] if kind == "string" else _json(found.groupdict().get("key") or "item", text[at:end])
+            at = end
+        if not text.startswith(xml.close, at):
+            raise ParseError(f"a {xml.name} value is not closed: {text[at:at + 80]!r}")
+        at += len(xml.close)
+        if named:
+            out[_unescaped(found["key"]) if xml.escaped else found["key"]] = value
+        else:
+            out.append(value)
+    return out, at
+
+
+def _json(key: str, value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError as err:
+        raise ParseError(f"argument {key!r} is not JSON: {value[:80]!r}") from err
+
+
+def write_xml_arguments(style: str, arguments: dict[str, Any], json_text: Callable[[Any], str]) -> str:
+    """``arguments`` written in ``style`` as its grammar spells them (``json_text``: how a JSON
+    value is written).
+
+    >>> write_xml_arguments("cohere_xml", {"city": "Paris", "days": [3]}, json.dumps)
+    '<cofl:value name="city" type="raw">Paris</cofl:value><cofl:value name="days" type="list"><cofl:value type="json">3</cofl:value></cofl:value>'
+    """
+    xml = XML_STYLES[style]
+    return xml.separator.join(xml.opening(key, raw=isinstance(value, str), kind=kind_of(value))
+                              + _written(xml, value, json_text) + xml.close + xml.after
+                              for key, value in arguments.items())
 
 
 def _python_arguments(text: str) -> dict[str, Any]:

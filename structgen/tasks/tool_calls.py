@@ -30,8 +30,8 @@ from structgen.errors import DecodingError, IncompleteGenerationError, MessagesE
 from structgen.frontends.structural_tag import read_structural_tag
 from structgen.frontends.tool_calls import (FORMATS, ToolFormat, ToolSpec, call_spans, call_text, parse_calls,
                                             read_tool_choice, read_tools, tool_call_grammar)
-from structgen.frontends.tool_formats import (CALL_FORMATS, CallFormat, calls_of, ending_at_eos, format_structural_tag,
-                                             write_calls)
+from structgen.frontends.tool_formats import (CALL_FORMATS, CallFormat, call_spans_of, calls_of, ending_at_eos,
+                                             format_structural_tag, write_calls)
 from structgen.tasks.chat import content_text, thinking_switches
 from structgen.tasks.context import ModelContext
 from structgen.tasks.jobs import Decode, Job, run_job
@@ -383,19 +383,7 @@ def _without_repeats(context: ModelContext, compiled: Any, fmt: ToolFormat, toke
 
 def _native_spans(fmt: CallFormat, spec: Any, text: str) -> list[tuple[int, int, str, Any]]:
     """The calls of a native-format answer: (start, end, name, arguments) in characters."""
-    head, tail = fmt.call_begin.split("{name}")
-    spans, start, call = [], 0, None
-    for seg in segments_of(read_structural_tag(spec), text):
-        begin = seg.tag or ""
-        if not (begin.startswith(head) and begin.endswith(tail)):
-            continue
-        if seg.pointer.endswith("/begin"):
-            start = seg.start
-        elif seg.kind == "json_schema":
-            call = (begin[len(head):len(begin) - len(tail)], seg.value)
-        elif seg.pointer.endswith("/end") and call is not None:
-            spans.append((start, seg.end, *call))
-    return spans
+    return call_spans_of(fmt, segments_of(read_structural_tag(spec), text))
 
 
 def _cut_before_repeat(context: ModelContext, compiled: Any, tokens: list[int],
