@@ -40,7 +40,8 @@ from structgen.errors import OptionError, shown
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BatchRows", "MAX_WIDTH", "Row", "check_logits", "check_width", "tensor_shown"]
+__all__ = ["BatchRows", "MAX_WIDTH", "Row", "apply_words", "check_logits", "check_width", "sync_row",
+           "tensor_shown"]
 
 #: The widest logits a batch takes (the largest vocabularies are ~262k ids).
 MAX_WIDTH = 1 << 24
@@ -127,23 +128,30 @@ class BatchRows:
         words = self.masker.words(len(indices))
         for k, index in enumerate(indices):
             row = self.rows[index]
-            _sync(row, index, self.masker.width)
+            sync_row(row, index, self.masker.width)
             if row.dead:
                 words[k] = self.eos_only[0]
             else:
                 self.masker.fill(words, k, row.matcher)
-        selected = logits[indices]
-        masked, alive = self.masker.apply(selected, words)
-        for k in np.flatnonzero(~alive.cpu().numpy()):  # a dead end: let the row end rather than sample junk
-            masked[k] = self.masker.apply(selected[k:k + 1], self.eos_only)[0][0]
-        logits[indices] = masked.to(logits.dtype)
-        return logits
+        return apply_words(self.masker, logits, indices, words, self.eos_only)
 
     def _check_logits(self, logits: "torch.Tensor") -> None:
         check_logits(logits, "BatchRows.mask: logits")
         if logits.shape[1] != self.masker.width:
             raise OptionError(f"BatchRows.mask: the logits are {logits.shape[1]} wide, the rows were made for "
                               f"{self.masker.width}")
+
+
+def apply_words(masker: Masker, logits: "torch.Tensor", indices: list[int], words: np.ndarray,
+                eos_only: np.ndarray) -> "torch.Tensor":
+    """``logits`` with row ``indices[k]`` masked by ``words[k]``, in place; a row the mask
+    leaves no token gets ``eos_only`` (let it end rather than sample junk)."""
+    selected = logits[indices]
+    masked, alive = masker.apply(selected, words)
+    for k in np.flatnonzero(~alive.cpu().numpy()):
+        masked[k] = masker.apply(selected[k:k + 1], eos_only)[0][0]
+    logits[indices] = masked.to(logits.dtype)
+    return logits
 
 
 def check_logits(logits: object, what: str) -> None:
@@ -188,7 +196,7 @@ def _check_row(index: object) -> None:
         raise OptionError(f"BatchRows: a row index must be an int from 0, not {index!r:.40}")
 
 
-def _sync(row: Row, index: int, width: int) -> None:
+def sync_row(row: Row, index: int, width: int) -> None:
     """Bring ``row.matcher`` to ``row.output``: keep the common prefix, advance the rest."""
     output = list(row.output)
     if output and _is_index(output[-1]) and output[-1] < 0:  # a placeholder for a token still being copied back

@@ -28,10 +28,17 @@ with the ``openai`` client::
     client.chat.completions.create(model=..., messages=[...],
         extra_body={"vllm_xargs": {"structgen": json.dumps({"json_schema": schema})}})
 
-vLLM refuses custom logits processors when speculative decoding is on (``build_logitsprocs``:
-"Custom logits processors are not supported when speculative decoding is enabled."), so
-structgen's forced text cannot be drafted through vLLM's ``custom_class`` proposer beside these
-masks in this version (README, "vLLM").
+One class serves both of vLLM's model runners under one name: the V1 runner (vLLM's CPU
+backend, and GPUs where Model Runner V2 is off) builds it with ``(vllm_config, device,
+is_pin_memory)`` and tells it of batch changes; Model Runner V2 (a GPU's default since vLLM
+0.2x) builds it with ``(vllm_config, req_states)``, tells it of each request entering a slot
+(:meth:`~StructgenLogitsProcessor.add_request`) and hands :meth:`~StructgenLogitsProcessor.apply`
+a batch layout whose rows are logits rows: under speculative decoding (EAGLE, MTP, n-gram
+drafts) one per draft position, each masked for its own prefix
+(:class:`~structgen.integrations.slot_rows.SlotRows`), committed tokens read from the runner's
+token history. The V1 runner refuses custom logits processors when speculative decoding is on
+(``build_logitsprocs``: "Custom logits processors are not supported when speculative decoding
+is enabled."); Model Runner V2 runs them with drafts.
 """
 
 from __future__ import annotations
@@ -43,10 +50,18 @@ from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
+try:  # Model Runner V2's interface (vLLM 0.2x and later)
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as RunnerV2LogitsProcessor
+except ImportError:  # an older vLLM: the V1 runner only
+    LogitsContext = LogitsProcRequestState = None  # type: ignore[assignment,misc]
+    RunnerV2LogitsProcessor = object  # type: ignore[assignment,misc]
+
 from structgen.engine.vocab import Vocabulary
 from structgen.errors import StructgenError
 from structgen.integrations.constraints import BYTES, compile_constraint, constraint_matcher, read_constraint
 from structgen.integrations.rows import BatchRows
+from structgen.integrations.slot_rows import SlotRows
 
 if TYPE_CHECKING:
     import torch
@@ -79,8 +94,12 @@ def _constraint_of(params: SamplingParams) -> Any:
     return (params.extra_args or {}).get(EXTRA_ARG)
 
 
-class StructgenLogitsProcessor(LogitsProcessor):
-    """Masks each row of vLLM's batch with its request's structgen constraint (see the module)."""
+class StructgenLogitsProcessor(LogitsProcessor, RunnerV2LogitsProcessor):  # type: ignore[misc]
+    """Masks each row of vLLM's batch with its request's structgen constraint (see the module).
+
+    A subclass of both runners' ``LogitsProcessor``: each runner's loader accepts it, and its
+    constructor's arguments say which runner built it.
+    """
 
     @classmethod
     def validate_params(cls, sampling_params: SamplingParams) -> None:
@@ -95,7 +114,7 @@ class StructgenLogitsProcessor(LogitsProcessor):
             raise VLLMValidationError(f"structgen refused the constraint: {type(err).__name__}: {err}",
                                       parameter=f"extra_args.{EXTRA_ARG}") from err
 
-    def __init__(self, vllm_config: "VllmConfig", device: "torch.device", is_pin_memory: bool) -> None:
+    def __init__(self, vllm_config: "VllmConfig", *runner: Any) -> None:
         from transformers import AutoTokenizer, GenerationConfig
 
         model_config = vllm_config.model_config
@@ -109,7 +128,14 @@ class StructgenLogitsProcessor(LogitsProcessor):
         width = model_config.get_vocab_size()
         self.vocabulary = Vocabulary.from_tokenizer(self.tokenizer, vocab_size=max(width, len(self.tokenizer)),
                                                     generation_config=generation_config)
+        #: Model Runner V2's request state (None under the V1 runner)
+        self.req_states = runner[0] if len(runner) == 1 and LogitsProcRequestState is not None and \
+            isinstance(runner[0], LogitsProcRequestState) else None
         self.rows = BatchRows(width, self.vocabulary.eos_ids)
+        self.slots = SlotRows(width, self.vocabulary.eos_ids)
+        self._pending: dict[int, Any] = {}  # V2 slots added this step, their matcher made once the tokens are in
+
+    # -- the V1 runner ------------------------------------------------------------------------
 
     def is_argmax_invariant(self) -> bool:
         return False  # masking changes which token is greedy
@@ -124,8 +150,42 @@ class StructgenLogitsProcessor(LogitsProcessor):
         for source, target, direction in batch_update.moved:
             self.rows.move(source, target, swap=direction == MoveDirectionality.SWAP)
 
-    def apply(self, logits: "torch.Tensor") -> "torch.Tensor":
-        return self.rows.mask(logits)
+    def apply(self, logits: "torch.Tensor", ctx: Any = None) -> "torch.Tensor":
+        if self.req_states is None:
+            return self.rows.mask(logits)
+        self._make_pending()
+        return self.slots.mask(logits, slots=ctx.expanded_idx_mapping.tolist(), local=ctx.expanded_local_pos.tolist(),
+                               inputs=ctx.input_ids.tolist(), committed=self._committed)
+
+    # -- Model Runner V2 ----------------------------------------------------------------------
+
+    def add_request(self, req_idx: int, sampling_params: SamplingParams) -> bool:
+        """A request enters slot ``req_idx``: whatever the slot held is dropped."""
+        self.slots.set(req_idx, None)
+        self._pending.pop(req_idx, None)
+        if _constraint_of(sampling_params) is None:
+            return False
+        self._pending[req_idx] = sampling_params
+        return True
+
+    def _make_pending(self) -> None:
+        """Matchers for the slots added since the last step (their prompts are on the device by now:
+        a reasoning constraint reads whether the prompt opened the thinking)."""
+        for slot, params in self._pending.items():
+            prompt = self.req_states.all_token_ids.gpu[slot, :int(self.req_states.prompt_len.np[slot])].tolist()
+            self.slots.set(slot, self._matcher(params, prompt))
+        self._pending.clear()
+
+    def _committed(self, slots: list[int]) -> dict[int, list[int]]:
+        """Each slot's committed output tokens, read from the runner's token history."""
+        import torch
+
+        index = torch.tensor(slots, dtype=torch.long, device=self.req_states.all_token_ids.gpu.device)
+        total = self.req_states.total_len.gpu[index].tolist()
+        prompt = [int(self.req_states.prompt_len.np[s]) for s in slots]
+        low, high = min(prompt), max(total)
+        tokens = self.req_states.all_token_ids.gpu[index, low:high].tolist() if high > low else [[] for _ in slots]
+        return {s: tokens[k][p - low:t - low] for k, (s, p, t) in enumerate(zip(slots, prompt, total))}
 
     def _matcher(self, params: SamplingParams, prompt_ids: Any = ()) -> Any:
         spec = _constraint_of(params)
