@@ -7,6 +7,7 @@ one along its own path on real schemas and tokens."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import jsonschema
@@ -169,3 +170,37 @@ def test_completion_length_falls_by_one_along_its_path(smollm2_tokenizer):
                 assert m.completion_length_after(token) == needed - step - 1
                 assert m.advance(token)
             assert m.can_end()
+
+
+def test_the_transformers_processor_keeps_the_budget_too(generator):
+    """``structgen.LogitsProcessor(compiled, max_new_tokens=N)`` under ``model.generate``: every
+    runaway ends a valid value within 16 and 48 tokens, greedy token for token as
+    ``generator.json`` with the same budget (checked at 16); without ``max_new_tokens`` the tree
+    is cut."""
+    import torch
+
+    model, tokenizer = generator.model, generator.tokenizer
+    for name, (schema, prompt) in RUNAWAYS.items():
+        compiled = structgen.compile_json_schema(schema, tokenizer, whitespace="compact", strict=True,
+                                                 canonical=True, model=model)
+        ids = torch.tensor([generator.prompt_ids(schema, prompt)])
+        for budget in (16, 48):
+            if budget < compiled.matcher().completion_length():
+                continue
+            processor = structgen.LogitsProcessor(compiled, max_new_tokens=budget)
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), logits_processor=[processor],
+                                 max_new_tokens=budget, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+            tokens = out[0, ids.shape[1]:].tolist()
+            tokens = tokens[:next((i for i, t in enumerate(tokens) if t in compiled.vocabulary.eos_ids), len(tokens))]
+            jsonschema.validate(json.loads(tokenizer.decode(tokens)), schema)
+            if budget == 16:
+                ours = generator.json(schema, prompt, max_new_tokens=budget, speculate=False)
+                assert tokens == ours.token_ids, (name, budget)
+    schema, prompt = RUNAWAYS["tree"]
+    compiled = structgen.compile_json_schema(schema, tokenizer, whitespace="compact", strict=True, canonical=True,
+                                             model=model)
+    ids = torch.tensor([generator.prompt_ids(schema, prompt)])
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=16, do_sample=False,
+                         logits_processor=[structgen.LogitsProcessor(compiled)], pad_token_id=tokenizer.eos_token_id)
+    with pytest.raises(ValueError):
+        json.loads(tokenizer.decode(out[0, ids.shape[1]:]))

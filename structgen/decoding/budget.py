@@ -30,14 +30,21 @@ Example
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from structgen.engine.matcher import Matcher
 
-__all__ = ["REDRAWS", "fits", "greedy_within", "sample_within"]
+__all__ = ["REDRAWS", "SLACK", "fits", "greedy_within", "sample_within", "within_budget"]
 
 #: Draws a sampled choice gets before the tokens that fit are listed in full.
 REDRAWS = 32
+
+#: How far from the budget's end a mask (:func:`within_budget`) starts checking every token:
+#: while ``left - 1`` exceeds the shortest completion by this many tokens, every allowed token
+#: is taken to fit (one token would have to start a completion this much longer: a literal of
+#: 64 tokens or more that the shortest completion avoids).
+SLACK = 64
 
 
 def fits(matcher: Matcher, token: int, left: int) -> bool:
@@ -84,3 +91,30 @@ def sample_within(matcher: Matcher, probs: torch.Tensor, first: int, left: int,
     only = torch.zeros_like(probs)
     only[keep] = probs[keep]
     return int(torch.multinomial(only, 1, generator=generator))
+
+
+def within_budget(matcher: Matcher, words: np.ndarray, left: int) -> None:
+    """Clear from ``words`` (one row of mask words, bit ``i`` allowing token ``i``) every token
+    that, chosen with ``left`` tokens left, leaves no completion within the rest: the rule as a
+    mask, for processors that do not see the token the sampler will choose. Greedy choices are
+    then those of :func:`greedy_within`. Nothing changes when no completion is found from here
+    (the search's limit), or while ``left`` is :data:`SLACK` tokens beyond the shortest
+    completion.
+
+    >>> import structgen
+    >>> from structgen.engine.vocab import Vocabulary
+    >>> vocab = Vocabulary([b"a", b"b", None], eos_ids=[2])
+    >>> m = structgen.compile_regex("a+b", vocab).matcher(); m.advance(0)
+    True
+    >>> words = m.mask_words().copy(); within_budget(m, words, left=1); int(words[0])   # only "b" fits
+    2
+    """
+    needed = matcher.completion_length()
+    if needed is None or left - 1 >= needed + SLACK:
+        return
+    lengths = matcher.completion_lengths()
+    fit = (lengths >= 0) & (lengths <= left - 1)
+    packed = np.packbits(fit, bitorder="little")
+    keep = np.zeros(words.shape[-1] * 4, dtype=np.uint8)
+    keep[:min(packed.size, keep.size)] = packed[:keep.size]
+    words &= keep.view(np.uint32)

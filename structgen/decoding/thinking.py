@@ -186,6 +186,15 @@ class ThinkingMatcher:
             return None
         return self._inner.completion_length_after(token_id)
 
+    def completion_lengths(self) -> np.ndarray:
+        lengths = self._inner.completion_lengths()
+        phase = self._phases[-1]
+        if phase.name != "forced":
+            return lengths
+        only = np.full_like(lengths, -1)  # the end marker's canonical tokens, one at a time
+        only[phase.queue[0]] = lengths[phase.queue[0]]
+        return only
+
     def is_finished(self) -> bool:
         return self._inner.is_finished()
 

@@ -101,6 +101,22 @@ class Matcher:
             return None
         return 0 if nxt is _ENDED else self._rt.completion_length(nxt)
 
+    def completion_lengths(self) -> np.ndarray:
+        """:meth:`completion_length_after` for every token id at once: a read-only ``int32``
+        array, ``-1`` where the token is refused or no completion is found (memoized per parse
+        position, so a budget can be checked for the whole vocabulary in one array operation).
+
+        >>> import structgen
+        >>> from structgen.engine.vocab import Vocabulary
+        >>> vocab = Vocabulary([b"a", b"b", None], eos_ids=[2])
+        >>> structgen.compile_regex("a+b", vocab).matcher().completion_lengths().tolist()
+        [1, -1, -1]
+        """
+        state = self._states[-1]
+        if state is _ENDED:
+            return np.full(self._vocab.size, -1, dtype=np.int32)
+        return self._rt.completion_lengths(state, self.mask_words())
+
     def is_finished(self) -> bool:
         """True when nothing but end-of-sequence can follow (or it was already accepted)."""
         s = self._states[-1]

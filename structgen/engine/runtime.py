@@ -13,19 +13,24 @@ b'ok'
 
 from __future__ import annotations
 
+import numpy as np
+
 from structgen.core.automaton import GrammarAutomaton
 from structgen.engine.completion import shortest_path, spell
 from structgen.engine.masks import MaskBuilder
 from structgen.engine.pda import ACCEPT, StackMachine, StackSet
 from structgen.engine.vocab import Vocabulary
 
-__all__ = ["GrammarRuntime", "MAX_COMPLETIONS", "MAX_FORCED"]
+__all__ = ["GrammarRuntime", "MAX_COMPLETIONS", "MAX_FORCED", "MAX_LENGTH_TABLES"]
 
 #: Longest forced text worked out at once (bytes).
 MAX_FORCED = 4096
 
 #: Parse positions whose shortest completion is remembered (the memo starts over past it).
 MAX_COMPLETIONS = 50_000
+
+#: Parse positions whose per-token completion lengths are remembered (one vocabulary-wide table each).
+MAX_LENGTH_TABLES = 64
 
 
 class GrammarRuntime:
@@ -39,6 +44,7 @@ class GrammarRuntime:
         self._advance: dict[tuple[StackSet, int], StackSet] = {}
         self._forced: dict[StackSet, bytes] = {}
         self._completions: dict[StackSet, int | None] = {}
+        self._lengths: dict[StackSet, np.ndarray] = {}
 
     def advance(self, state: StackSet, token_id: int) -> StackSet:
         key = (state, token_id)
@@ -77,4 +83,29 @@ class GrammarRuntime:
         if len(self._completions) >= MAX_COMPLETIONS:
             self._completions.clear()
         self._completions[state] = got
+        return got
+
+    def completion_lengths(self, state: StackSet, words: np.ndarray) -> np.ndarray:
+        """:meth:`completion_length` after each token ``words`` allows from ``state``, as one
+        read-only ``int32`` array over the vocabulary: ``-1`` where the token is refused or no
+        completion is found, ``0`` for an allowed end of sequence. Steps are not memoized (a
+        free-text position allows most of the vocabulary); the table is, per position."""
+        got = self._lengths.get(state)
+        if got is None:
+            size = self.vocabulary.size
+            allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:size])
+            got = np.full(size, -1, dtype=np.int32)
+            eos = self.vocabulary.eos_ids
+            for token in allowed.tolist():
+                data = self._tokens[token]
+                if token in eos:
+                    got[token] = 0
+                elif data:
+                    nxt = self.machine.step_bytes(state, data)
+                    n = self.completion_length(nxt) if nxt else None
+                    got[token] = -1 if n is None else n
+            got.setflags(write=False)
+            if len(self._lengths) >= MAX_LENGTH_TABLES:
+                self._lengths.clear()
+            self._lengths[state] = got
         return got

@@ -22,7 +22,10 @@ per request. Exactly one of these keys says what the output must be:
 
 Beside any of them, ``"reasoning"`` (``true``: the chat template's markers; or ``[start, end]``)
 and ``"thinking_budget"`` (tokens) let the model think first, as ``reasoning=`` does in
-:class:`structgen.Generator` (:func:`constraint_matcher`).
+:class:`structgen.Generator` (:func:`constraint_matcher`); ``"budget"`` is ``"complete"`` (the
+default: the last tokens of the request's ``max_tokens`` leave a completion that fits, so the
+answer ends valid instead of cut, :func:`~structgen.decoding.budget.within_budget`) or
+``"none"``.
 
 Over HTTP the object travels as JSON text (vLLM's ``vllm_xargs`` only carries strings and numbers).
 A malformed object is an :class:`~structgen.errors.OptionError` naming the key; a schema, grammar
@@ -64,8 +67,11 @@ __all__ = ["Constraint", "KINDS", "read_constraint", "compile_constraint", "cons
 KINDS = ("json_schema", "grammar", "regex", "sql", "tools", "structural_tag")
 _OPTIONS = {"json_schema": {"whitespace"}, "grammar": {"start"}, "regex": set(), "sql": set(),
             "tools": {"tool_choice", "parallel_tool_calls", "format"}, "structural_tag": {"whitespace"}}
-#: options every kind takes: thinking before the constrained answer
+#: options every kind takes: thinking before the constrained answer, the token budget's rule
 _THINKING = {"reasoning", "thinking_budget"}
+_COMMON = _THINKING | {"budget"}
+#: the values of ``"budget"``
+BUDGETS = ("complete", "none")
 #: 256 one-byte tokens: a constraint compiled over it is checked without the model's tokenizer.
 BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_ids=[256], name="bytes")
 #: The folders a ``sql`` constraint may name databases in (:func:`allowed_database`).
@@ -108,11 +114,13 @@ def read_constraint(spec: Any) -> Constraint:
     if len(kinds) != 1:
         raise OptionError(f"the structgen constraint must name exactly one of {KINDS}; it names {kinds or 'none'}")
     kind = kinds[0]
-    unknown = set(spec) - {kind} - _OPTIONS[kind] - _THINKING
+    unknown = set(spec) - {kind} - _OPTIONS[kind] - _COMMON
     if unknown:
         raise OptionError(f"unknown key(s) {sorted(unknown)} in a {kind!r} constraint; "
-                          f"it takes {sorted(_OPTIONS[kind] | _THINKING)}")
+                          f"it takes {sorted(_OPTIONS[kind] | _COMMON)}")
     _check_thinking(spec.get("reasoning"), spec.get("thinking_budget"))
+    if spec.get("budget", "complete") not in BUDGETS:
+        raise OptionError(f"the constraint's 'budget' is one of {BUDGETS}, not {spec['budget']!r:.40}")
     value = spec[kind]
     if kind in ("json_schema", "tools", "structural_tag") and isinstance(value, str):
         value = _json_text(value, f"the constraint's {kind!r}")
@@ -121,7 +129,7 @@ def read_constraint(spec: Any) -> Constraint:
     options = tuple(sorted((k, v) for k, v in spec.items() if k != kind))
     try:
         # not sort_keys: a schema's properties are written in their order, so two orders are two grammars
-        key = json.dumps([kind, value, options], ensure_ascii=False, default=repr)
+        key = json.dumps([kind, value, [o for o in options if o[0] != "budget"]], ensure_ascii=False, default=repr)
     except (ValueError, RecursionError, TypeError) as err:  # contains itself, nests too deeply, mixed key types
         raise OptionError(f"the structgen constraint cannot be written as JSON: {err}") from err
     check_input_size(key, "the structgen constraint (as JSON text)")  # a dict is measured as text is

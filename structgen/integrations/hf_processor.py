@@ -60,6 +60,11 @@ class LogitsProcessor(transformers.LogitsProcessor):
         forced (:mod:`structgen.tasks.reasoning`), as :meth:`structgen.Generator.json` does.
     tokenizer
         Spells the end marker canonically (default: the vocabulary's longest tokens).
+    max_new_tokens
+        The generation's ``max_new_tokens``: given, each row's last tokens leave a completion that
+        fits (the budget rule of ``budget="complete"``,
+        :func:`~structgen.decoding.budget.within_budget`), so the output ends complete instead of
+        cut; greedy choices are those of :meth:`structgen.Generator.json`'s. Without it, none.
 
     Raises
     ------
@@ -82,7 +87,11 @@ class LogitsProcessor(transformers.LogitsProcessor):
     """
 
     def __init__(self, compiled: Any, *, reasoning: "tuple[str, str] | None" = None,
-                 thinking_budget: int | None = None, tokenizer: Any = None) -> None:
+                 thinking_budget: int | None = None, tokenizer: Any = None, max_new_tokens: int | None = None) -> None:
+        if max_new_tokens is not None and (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
+                                           or max_new_tokens < 1):
+            raise OptionError(f"LogitsProcessor: max_new_tokens must be an int >= 1 or None, not {max_new_tokens!r:.40}")
+        self.max_new_tokens = max_new_tokens
         grammars = list(compiled) if isinstance(compiled, (list, tuple)) else [compiled]
         if not grammars:
             raise OptionError("LogitsProcessor needs a compiled grammar (or a list of them, one per prompt)")
@@ -117,7 +126,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
             # the live list the row's matcher follows, changed in place
             self._outputs[r][:] = tokens if end is None else ()
             if end is None and r not in self._rows.rows:
-                self._rows.add(r, self._matcher_for(r, len(tail)), self._outputs[r])
+                self._rows.add(r, self._matcher_for(r, len(tail)), self._outputs[r], limit=self.max_new_tokens)
             elif end is not None:
                 self._rows.remove(r)  # ended: transformers pads it, its logits do not matter
         return self._rows.mask(scores)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from structgen.decoding.budget import within_budget
 from structgen.decoding.masking import Masker
 from structgen.decoding.thinking import ThinkingMatcher
 from structgen.engine.matcher import Matcher
@@ -40,7 +41,7 @@ from structgen.errors import OptionError, shown
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BatchRows", "MAX_WIDTH", "Row", "apply_words", "check_logits", "check_width", "sync_row",
+__all__ = ["BatchRows", "MAX_WIDTH", "Row", "apply_words", "check_logits", "check_width", "fill_row", "sync_row",
            "tensor_shown"]
 
 #: The widest logits a batch takes (the largest vocabularies are ~262k ids).
@@ -60,6 +61,8 @@ class Row:
     matcher: Matcher
     output: Sequence[int]
     refused: tuple[int, int] | None = None
+    #: the request's token budget (its output's most tokens), for the budget rule; None: no rule
+    limit: int | None = None
 
     @property
     def dead(self) -> bool:
@@ -89,10 +92,11 @@ class BatchRows:
         for eos in eos_ids:
             self.eos_only[0, eos // 32] |= np.uint32(1 << (eos % 32))
 
-    def add(self, index: int, matcher: Matcher | None, output: Sequence[int]) -> None:
+    def add(self, index: int, matcher: Matcher | None, output: Sequence[int], limit: int | None = None) -> None:
         """Row ``index`` now holds a request (replacing what was there); ``matcher=None`` for an
         unconstrained one. ``output`` is the engine's live list of its tokens, possibly not
-        empty (a preempted request coming back)."""
+        empty (a preempted request coming back); ``limit``, its token budget: its last tokens
+        leave a completion that fits (:func:`~structgen.decoding.budget.within_budget`)."""
         _check_row(index)
         if matcher is None:
             self.rows.pop(index, None)
@@ -103,7 +107,9 @@ class BatchRows:
         if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
             raise OptionError(f"BatchRows.add: row {index}'s output must be a list of token ids, "
                               f"not {type(output).__name__}")
-        self.rows[index] = Row(matcher, output)
+        if limit is not None and (not _is_index(limit) or limit < 1):
+            raise OptionError(f"BatchRows.add: row {index}'s limit must be an int >= 1 or None, not {limit!r:.40}")
+        self.rows[index] = Row(matcher, output, limit=limit)
 
     def remove(self, index: int) -> None:
         _check_row(index)
@@ -129,10 +135,7 @@ class BatchRows:
         for k, index in enumerate(indices):
             row = self.rows[index]
             sync_row(row, index, self.masker.width)
-            if row.dead:
-                words[k] = self.eos_only[0]
-            else:
-                self.masker.fill(words, k, row.matcher)
+            fill_row(self.masker, words, k, row, self.eos_only)
         return apply_words(self.masker, logits, indices, words, self.eos_only)
 
     def _check_logits(self, logits: "torch.Tensor") -> None:
@@ -140,6 +143,17 @@ class BatchRows:
         if logits.shape[1] != self.masker.width:
             raise OptionError(f"BatchRows.mask: the logits are {logits.shape[1]} wide, the rows were made for "
                               f"{self.masker.width}")
+
+
+def fill_row(masker: Masker, words: np.ndarray, k: int, row: Row, eos_only: np.ndarray, dead: bool = False) -> None:
+    """Row ``k`` of ``words``: the row's matcher's mask, within its budget (end of sequence
+    only for a dead row)."""
+    if dead or row.dead:
+        words[k] = eos_only[0]
+        return
+    masker.fill(words, k, row.matcher)
+    if row.limit is not None:
+        within_budget(row.matcher, words[k], row.limit - len(row.matcher.token_ids))
 
 
 def apply_words(masker: Masker, logits: "torch.Tensor", indices: list[int], words: np.ndarray,

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from structgen.decoding.masking import Masker
-from structgen.integrations.rows import BatchRows, Row, apply_words, check_logits, sync_row
+from structgen.integrations.rows import BatchRows, Row, apply_words, check_logits, fill_row, sync_row
 
 if TYPE_CHECKING:
     import torch
@@ -46,13 +46,14 @@ class SlotRows:
         self.eos_only = checked.eos_only
         self.slots: dict[int, Row] = {}
 
-    def set(self, slot: int, matcher: object | None) -> None:
+    def set(self, slot: int, matcher: object | None, limit: int | None = None) -> None:
         """Slot ``slot`` now holds a request (whatever held it before is dropped); None for an
-        unconstrained one."""
+        unconstrained one. ``limit``: its token budget, kept by every row (a draft row's prefix
+        counts its drafts)."""
         if matcher is None:
             self.slots.pop(slot, None)
         else:
-            self.slots[slot] = Row(matcher, [])  # type: ignore[arg-type]
+            self.slots[slot] = Row(matcher, [], limit=limit)  # type: ignore[arg-type]
 
     def mask(self, logits: "torch.Tensor", *, slots: Sequence[int], local: Sequence[int], inputs: Sequence[int],
              committed: Callable[[list[int]], dict[int, list[int]]]) -> "torch.Tensor":
@@ -81,10 +82,7 @@ class SlotRows:
                 if position > 0 and not dead:  # this row's own input is the draft it comes after
                     dead = not row.matcher.advance(int(inputs[r]))
                     drafted += not dead
-                if dead:
-                    words[len(order)] = self.eos_only[0]
-                else:
-                    self.masker.fill(words, len(order), row.matcher)
+                fill_row(self.masker, words, len(order), row, self.eos_only, dead=dead)
                 order.append(r)
             if drafted:
                 row.matcher.rollback(drafted)

@@ -94,6 +94,18 @@ def _constraint_of(params: SamplingParams) -> Any:
     return (params.extra_args or {}).get(EXTRA_ARG)
 
 
+def _limit(params: SamplingParams) -> int | None:
+    """The request's token budget for the budget rule: its ``max_tokens``, unless the constraint
+    says ``"budget": "none"`` (a constraint that does not read is refused elsewhere)."""
+    spec = _constraint_of(params)
+    try:
+        if spec is None or read_constraint(spec).option("budget", "complete") == "none":
+            return None
+    except StructgenError:
+        return None
+    return params.max_tokens if isinstance(params.max_tokens, int) and params.max_tokens > 0 else None
+
+
 class StructgenLogitsProcessor(LogitsProcessor, RunnerV2LogitsProcessor):  # type: ignore[misc]
     """Masks each row of vLLM's batch with its request's structgen constraint (see the module).
 
@@ -146,7 +158,7 @@ class StructgenLogitsProcessor(LogitsProcessor, RunnerV2LogitsProcessor):  # typ
         for index in batch_update.removed:
             self.rows.remove(index)
         for index, params, prompt_ids, output_ids in batch_update.added:
-            self.rows.add(index, self._matcher(params, prompt_ids or ()), output_ids)
+            self.rows.add(index, self._matcher(params, prompt_ids or ()), output_ids, limit=_limit(params))
         for source, target, direction in batch_update.moved:
             self.rows.move(source, target, swap=direction == MoveDirectionality.SWAP)
 
@@ -173,7 +185,7 @@ class StructgenLogitsProcessor(LogitsProcessor, RunnerV2LogitsProcessor):  # typ
         a reasoning constraint reads whether the prompt opened the thinking)."""
         for slot, params in self._pending.items():
             prompt = self.req_states.all_token_ids.gpu[slot, :int(self.req_states.prompt_len.np[slot])].tolist()
-            self.slots.set(slot, self._matcher(params, prompt))
+            self.slots.set(slot, self._matcher(params, prompt), limit=_limit(params))
         self._pending.clear()
 
     def _committed(self, slots: list[int]) -> dict[int, list[int]]:

@@ -8,8 +8,9 @@ schedule adds requests to free slots (slots are reused), preempts and resumes th
 request comes back in another slot with its partial output as history), reorders the batch every
 step and gives each request 0-4 draft rows whose draft tokens sit in ``input_ids`` (some of them
 outside the grammar). Every constrained row's mask must equal a fresh matcher's on that row's
-prefix (committed output + the drafts before it; end-of-sequence only after a refused draft);
-unconstrained rows must come back untouched.
+prefix (committed output + the drafts before it; end-of-sequence only after a refused draft),
+within the request's ``max_tokens`` (the budget rule: the last tokens leave a completion that
+fits, every answer ending valid); unconstrained rows must come back untouched.
 
 One shim: vLLM reports unified memory as available on a CPU platform, then pins memory, which a
 CPU-only torch cannot; ``is_uva_available`` is answered False so its buffers use plain memory.
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+from structgen.decoding.budget import within_budget
 from structgen.integrations.constraints import constraint_matcher, read_constraint
 from structgen.integrations.vllm import StructgenLogitsProcessor, constrained
 
@@ -59,14 +61,18 @@ class _Request:
         self.rid, self.spec, self.prompt, self.output, self.slot = rid, spec, prompt, [], None
 
 
-def _allowed(processor, request: _Request, tokens: list[int]) -> np.ndarray | None:
-    """The ids a fresh matcher allows after ``tokens`` of output; None where it refuses them."""
+def _allowed(processor, request: _Request, tokens: list[int], budget: bool = True) -> np.ndarray | None:
+    """The ids a fresh matcher allows after ``tokens`` of output, within the request's
+    ``max_tokens`` (the budget rule) unless ``budget`` is False; None where it refuses them."""
     matcher = constraint_matcher(read_constraint(request.spec), processor.vocabulary, processor.tokenizer,
                                  request.prompt)
     if any(not matcher.advance(t) for t in tokens):
         return None
+    words = matcher.mask_words().copy()
+    if budget:
+        within_budget(matcher, words, MAX_OUTPUT - len(tokens))
     width = processor.slots.masker.width
-    bits = np.unpackbits(matcher.mask_words().view(np.uint8), bitorder="little")[:width].astype(bool)
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:width].astype(bool)
     return np.flatnonzero(bits) if bits.any() else None
 
 
@@ -148,13 +154,13 @@ def run_schedule(runner, processor_class, seed: int, steps: int = 30) -> dict[st
         for request in list(running):  # the runner accepts a prefix of the drafts, then samples one token
             proposal = drafts[request.rid]
             accepted = rng.randint(0, len(proposal))
-            if request.spec is not None:
+            mine = [k for k, (r, _, _) in enumerate(rows) if r is request]  # its rows, by local position
+            if request.spec is not None:  # a draft the row before gives no probability is rejected there
                 valid = 0
-                while valid < len(proposal) and _allowed(processor, request, request.output + proposal[:valid + 1]) \
-                        is not None:
+                while valid < len(proposal) and bool(torch.isfinite(out[mine[valid], proposal[valid]])):
                     valid += 1
                 accepted = min(accepted, valid)
-            k = next(i for i, (r, j, _) in enumerate(rows) if r is request and j == accepted)
+            k = mine[accepted]
             choices = np.flatnonzero(torch.isfinite(out[k]).numpy())
             new = proposal[:accepted] + [int(rng.choice(choices))]
             slot, end = request.slot, len(request.prompt) + len(request.output)
