@@ -451,3 +451,21 @@ def test_harmony_ends_a_call_with_gpt_oss_end_of_sequence(smollm2_tokenizer):
     ids = family.encode(text[:-len("<|call|>")], add_special_tokens=False)
     assert all(m.advance(t) for t in ids) and m.can_end()
     assert call in m.allowed_token_ids() and m.advance(call)
+
+
+def test_keys_are_attribute_values_escaped_as_the_family_writes_them():
+    """Kimi-K3's template escapes ``&`` and ``"`` in a key; Cohere's renderer also ``<`` and
+    ``>``; both read back to the key."""
+    args = {'say "hi" & <go>': "x"}
+    user = {"role": "user", "content": "Hi"}
+    call = {"id": "a1b2c3d40", "type": "function", "function": {"name": "get_weather", "arguments": args}}
+    turn = _render("kimi_k3.jinja", [user, {"role": "assistant", "content": "", "tool_calls": [call]}], thinking=False)
+    ours = write_calls(CALL_FORMATS["kimi_k3"], [("get_weather", args)])
+    assert 'key="say &quot;hi&quot; &amp; <go>"' in ours and ours in turn
+    assert 'name="say &quot;hi&quot; &amp; &lt;go&gt;"' in write_calls(CALL_FORMATS["cohere"], [("f", args)])
+    for name in ("kimi_k3", "cohere"):
+        tool = {"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {k: {"type": "string"} for k in args}, "required": list(args)}}}
+        spec = format_structural_tag(CALL_FORMATS[name], read_tools([tool]), choice="required")
+        text = write_calls(CALL_FORMATS[name], [("f", args)])
+        assert calls_of(CALL_FORMATS[name], segments_of(read_structural_tag(spec), text)) == (None, [("f", args)])

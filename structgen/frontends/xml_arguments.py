@@ -10,7 +10,8 @@ quotes, no escapes) and any other value as JSON:
 - ``deepseek_xml`` (DeepSeek-V3.2, V4): ``<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>``,
   ``string="false"`` before a JSON value, joined by ``\n``;
 - ``kimi_k3_xml`` (Kimi-K3): ``<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>``,
-  the ``type`` attribute naming the value's JSON type (``number`` for integers too), a string raw;
+  the ``type`` attribute naming the value's JSON type (``number`` for integers too), a string raw,
+  ``&`` and ``"`` of a key written as entities (the template's ``escape_attr``);
 - ``cohere_xml`` (Cohere Command, CMD5): ``<cofl:value name="city" type="raw">Paris</cofl:value>``,
   ``type`` ``raw`` (a string), ``json`` (a number, boolean or null), ``dict`` (an object, its
   properties nested values) or ``list`` (an array, its items unnamed nested values
@@ -68,8 +69,8 @@ class XmlStyle:
     #: the opening of an unnamed item: set where objects and arrays are written as nested
     #: values (Cohere's ``dict`` and ``list``), not as JSON
     item: str = ""
-    #: keys written as XML attribute values (``&``, ``"``, ``<``, ``>`` as entities)
-    escaped: bool = False
+    #: the characters of a key written as XML entities (keys are attribute values): ``"&\"<>"``
+    escapes: str = ""
     #: what a raw string may not hold besides ``close`` (what the family's reader takes for one)
     text_excludes: tuple[str, ...] = ()
 
@@ -80,7 +81,7 @@ class XmlStyle:
     def opening(self, key: str | None, raw: bool, kind: str = "") -> str:
         """The opening of one argument, or of an unnamed item (``key`` None) (``{string}``:
         whether its value is a raw string; ``{type}``: ``kind``, the value's JSON type)."""
-        head = self.item if key is None else self.open.replace("{key}", _escaped(key) if self.escaped else key)
+        head = self.item if key is None else self.open.replace("{key}", _escaped(key, self.escapes))
         return head.replace("{string}", "true" if raw else "false").replace("{type}", self.kind(kind) if kind else "")
 
     @property
@@ -105,13 +106,15 @@ XML_STYLES: dict[str, XmlStyle] = {s.name: s for s in (
     # DeepSeek-V4.1 (SGLang's encoding_dsv41.py): the tag names take a leading space; not an xgrammar style
     XmlStyle("deepseek_v4_1_xml", '<｜DSML｜ parameter name="{key}" string="{string}">', "</｜DSML｜ parameter>",
              separator="\n"),
-    XmlStyle("kimi_k3_xml", '<|open|>argument key="{key}" type="{type}"<|sep|>', "<|close|>argument<|sep|>"),
+    # Kimi-K3's template escapes & and " in attribute values (its escape_attr macro)
+    XmlStyle("kimi_k3_xml", '<|open|>argument key="{key}" type="{type}"<|sep|>', "<|close|>argument<|sep|>",
+             escapes='&"'),
     XmlStyle("pythonic", "{key}=", "", separator=", ", quoted=True),
     # melody's reader ends a value at `</\s*cofl:value\s*>` (\s: Unicode white space): no raw text holds one
     XmlStyle("cohere_xml", '<cofl:value name="{key}" type="{type}">', "</cofl:value>",
              kinds=(("string", "raw"), ("integer", "json"), ("number", "json"), ("boolean", "json"),
                     ("null", "json"), ("array", "list"), ("object", "dict")),
-             item='<cofl:value type="{type}">', escaped=True,
+             item='<cofl:value type="{type}">', escapes='&"<>',
              text_excludes=("</cofl:value", *("</" + c for c in "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002"
                                                "\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028"
                                                "\u2029\u202f\u205f\u3000"))),
@@ -197,7 +200,7 @@ class _Arguments:
         """Any number of undeclared arguments (``additionalProperties``)."""
         xml = self.xml
         head, tail = xml.opening("\x00", raw=True).split("\x00")
-        excludes = (*_KEY_EXCLUDES, "&") if xml.escaped else _KEY_EXCLUDES
+        excludes = (*_KEY_EXCLUDES, "&") if xml.escapes else _KEY_EXCLUDES
         key_text = seq(_LETTER, Repeat(_WORD, 0, None)) if xml.quoted else self.text(excludes, nonempty=True)
         if extra is not True and not _is_string(extra) and "{string}" in xml.open:
             raise UnsupportedFeatureError("additionalProperties", pointer=where,
@@ -367,12 +370,18 @@ def _fits(value: Any, types: list[str]) -> bool:
     return kind in types
 
 
-def _escaped(key: str) -> str:
-    """``key`` as an XML attribute value."""
-    return key.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+_ENTITIES = {"&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;"}
+
+
+def _escaped(key: str, chars: str) -> str:
+    """``key`` as an XML attribute value, ``chars`` written as entities (``&`` first)."""
+    for c in sorted(chars, key=lambda c: c != "&"):
+        key = key.replace(c, _ENTITIES[c])
+    return key
 
 
 def _unescaped(key: str) -> str:
+    """An attribute value read back (the entities any style writes; ``&amp;`` last)."""
     return key.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
@@ -435,7 +444,7 @@ def read_xml_arguments(text: str, style: str, schema: Any) -> dict[str, Any]:
     extra = schema.get("additionalProperties", not properties) if isinstance(schema, dict) else True
     out: dict[str, Any] = {}
     for found in xml.pattern().finditer(text):
-        key, value = found["key"], found["value"]
+        key, value = (_unescaped(found["key"]) if xml.escapes else found["key"]), found["value"]
         sub = properties.get(key, extra if isinstance(extra, dict) else {"type": "string"})
         groups = xml.pattern().groupindex
         raw = found["string"] == "true" if "string" in groups else found["type"] == "string" if "type" in groups \
@@ -469,7 +478,7 @@ def _nested_values(text: str, at: int, xml: XmlStyle, named: bool) -> tuple[Any,
             raise ParseError(f"a {xml.name} value is not closed: {text[at:at + 80]!r}")
         at += len(xml.close)
         if named:
-            out[_unescaped(found["key"]) if xml.escaped else found["key"]] = value
+            out[_unescaped(found["key"])] = value
         else:
             out.append(value)
     return out, at
