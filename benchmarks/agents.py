@@ -40,6 +40,7 @@ Usage::
 
     python benchmarks/agents.py                         # 5 x 20 cases, writes benchmarks/results/agents.md
     python benchmarks/agents.py --per-category 1 --out /tmp/agents.md     # smoke run
+    python benchmarks/agents.py --dump runs.jsonl --resume               # go on after an interruption
 """
 
 from __future__ import annotations
@@ -338,7 +339,10 @@ def write_report(args: argparse.Namespace, records: list[dict], wall: float, loa
               f"min {during[0]:.2f}, max {during[-1]:.2f} ({os.cpu_count()} cores; others' work shares them)"]
     lines += [f"- SmolLM2-135M-Instruct (structgen's default model), greedy, `max_new_tokens={args.max_new_tokens}`, "
               f"first {args.per_category} cases of each of {', '.join(args.categories)} ({len(records)} cases), "
-              f"engines interleaved per case; thinking budget {args.thinking_budget}",
+              f"engines interleaved per case; thinking budget {args.thinking_budget}"
+              + (f"; {args.resumed} cases come from an earlier, interrupted sitting (`--resume`: the wall time, "
+                 "load averages before and after and the pass costs are this sitting's)"
+                 if getattr(args, "resumed", 0) else ""),
               f"- structgen's pass costs (a pass over n new positions relative to one over 1, which sizes its "
               f"drafts): `PassCosts.for_model(model)` in a fresh cache folder, learning as it decodes: before "
               f"{{{curve(bench.costs_before)}}}, after {{{curve(bench.pass_costs.relative)}}}", ""]
@@ -444,6 +448,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     p.add_argument("--out", type=Path, default=RESULTS / "agents.md")
     p.add_argument("--dump", type=Path, help="also write every case's outputs here (JSON lines)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the cases --dump already holds (an earlier, interrupted run of the same options) "
+                        "and run the rest")
     args = p.parse_args(argv)
     args.categories = choose(p, args.categories, toolcalls.CATEGORIES, "categories")
     args.engines = choose(p, args.engines, ENGINES)
@@ -457,9 +464,13 @@ def main(argv: list[str] | None = None) -> None:
     bench = Bench(args)
     bench.warm_up()
     cases = [case for c in args.categories for case in toolcalls.load(c, args.per_category)]
-    records = []
+    records = resumed(args, cases)
+    args.resumed = len(records)
+    done = {r["id"] for r in records}
     started = time.perf_counter()
     for n, case in enumerate(cases, 1):
+        if case["id"] in done:
+            continue
         choice = "auto" if case["expected"] == "no_call" else "required"
         rec: dict[str, Any] = {"id": case["id"], "category": case["category"], "case": case}
         for engine in args.engines:
@@ -479,7 +490,25 @@ def main(argv: list[str] | None = None) -> None:
             short = "".join(k[0] if v else "-" for k, v in m.items()) if "parsed" in m else ("n" if m["no_call"] else "-")
             marks.append(f"{engine} {short} {x['seconds']:.1f}s" + (" FAIL" if "failure" in x else ""))
         print(f"[{n}/{len(cases)}] {case['id']}: " + " | ".join(marks), flush=True)
+    order = {case["id"]: k for k, case in enumerate(cases)}
+    records.sort(key=lambda r: order[r["id"]])
     write_report(args, records, time.perf_counter() - started, (load_before, list(os.getloadavg())), bench)
+
+
+def resumed(args: argparse.Namespace, cases: list[dict]) -> list[dict]:
+    """The records ``--dump`` holds for these cases (with ``--resume``), each with its case again."""
+    if not args.resume:
+        return []
+    if args.dump is None or not args.dump.exists():
+        raise SystemExit("--resume needs --dump naming the earlier run's file")
+    by_id = {case["id"]: case for case in cases}
+    records = []
+    for line in args.dump.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        if rec["id"] in by_id and all(engine in rec for engine in args.engines):
+            records.append({**rec, "case": by_id[rec["id"]]})
+    print(f"resumed {len(records)} cases from {args.dump}", flush=True)
+    return records
 
 
 if __name__ == "__main__":

@@ -118,3 +118,40 @@ def test_speculative_decoding_with_structgen_masks_is_refused_by_vllm(model_dir,
                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert run.returncode != 0
     assert "Custom logits processors are not supported when speculative decoding is enabled." in run.stdout + run.stderr
+
+
+def test_max_tokens_is_a_budget_every_answer_ends_valid(llm, model_dir):
+    """20 runaway-prone schemas (the budget tests' five and extraction schemas whose shortest
+    answer fits) at ``max_tokens`` 24 and 64: every answer parses and validates within its
+    budget, many of them closed by the budget rule (``finish_reason == "length"``)."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from structgen.integrations.constraints import compile_constraint, read_constraint
+    from structgen.tasks.json_task import validation_error
+
+    from runaway_schemas import RUNAWAYS
+
+    tok, hf = llm.get_tokenizer(), AutoTokenizer.from_pretrained(model_dir)
+    candidates = list(RUNAWAYS.values()) + [(pair["schema"], pair["prompt"]) for pair in extraction_pairs(60)]
+    picked = []
+    for schema, prompt in candidates:
+        need = compile_constraint(read_constraint({"json_schema": schema}), hf).matcher().completion_length()
+        if need is not None and need <= 20:
+            picked.append((schema, prompt))
+    picked = picked[:20]
+    assert len(picked) == 20
+    requests = [(schema, chat(tok, f"{prompt}\n\nAnswer in JSON."), budget) for schema, prompt in picked
+                for budget in (24, 64)]
+    outputs = llm.generate([p for _, p, _ in requests],
+                           [constrained({"json_schema": s}, max_tokens=b, temperature=0) for s, _, b in requests],
+                           use_tqdm=False)
+    closed = 0
+    for (schema, _, budget), out in zip(requests, outputs):
+        answer = out.outputs[0]
+        assert len(answer.token_ids) <= budget
+        value = json.loads(answer.text)
+        assert validation_error(schema, value) is None, (answer.text, validation_error(schema, value))
+        closed += answer.finish_reason == "length"
+    assert closed >= 10, closed
