@@ -30,8 +30,8 @@ with the ``openai`` client::
 
 One class serves both of vLLM's model runners under one name: the V1 runner (vLLM's CPU
 backend, and GPUs where Model Runner V2 is off) builds it with ``(vllm_config, device,
-is_pin_memory)`` and tells it of batch changes; Model Runner V2 (a GPU's default since vLLM
-0.2x) builds it with ``(vllm_config, req_states)``, tells it of each request entering a slot
+is_pin_memory)`` and tells it of batch changes; Model Runner V2 (vLLM's default for dense models
+on a GPU) builds it with ``(vllm_config, req_states)``, tells it of each request entering a slot
 (:meth:`~StructgenLogitsProcessor.add_request`) and hands :meth:`~StructgenLogitsProcessor.apply`
 a batch layout whose rows are logits rows: under speculative decoding (EAGLE, MTP, n-gram
 drafts) one per draft position, each masked for its own prefix
@@ -50,7 +50,7 @@ from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-try:  # Model Runner V2's interface (vLLM 0.2x and later)
+try:  # Model Runner V2's interface (vLLM 0.32 has it)
     from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
     from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as RunnerV2LogitsProcessor
 except ImportError:  # an older vLLM: the V1 runner only
