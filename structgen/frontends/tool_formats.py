@@ -314,7 +314,8 @@ def calls_of(fmt: CallFormat, segments: list[Any]) -> tuple[str | None, list[tup
 def call_spans_of(fmt: CallFormat, segments: list[Any]) -> list[tuple[int, int, str, Any]]:
     """Each call of an answer's segments: (start, end, name, arguments), in characters."""
     numbered_first = "{id}" in fmt.call_begin  # the name comes after the number, in a const of the content
-    head, tail = fmt.call_begin.split("{id}")[-1].split("{name}")
+    shared_begin, named = fmt.call_begin.split("{id}") if numbered_first else ("", fmt.call_begin)
+    head, tail = named.split("{name}")
     spans: list[tuple[int, int, str, Any]] = []
     start, name, call = 0, None, None
     for seg in segments:
@@ -322,7 +323,7 @@ def call_spans_of(fmt: CallFormat, segments: list[Any]) -> list[tuple[int, int, 
         if begin is None:
             continue
         if numbered_first:
-            if begin != fmt.call_begin.split("{id}")[0]:
+            if begin != shared_begin:
                 continue
             if seg.pointer.endswith("/begin"):
                 name = None
